@@ -1,0 +1,398 @@
+// Eager ops for flagos.
+//
+// Native kernels only where the op's job is the device's own memory:
+// allocation, views, resize, set_, copies. Every other aten op reaches one
+// boxed fallback that views the flagos tensors as tensors of the accelerator's
+// compute device (CPU for host, CUDA for cuda) over the same memory, runs that
+// device's kernel, and maps the results back:
+//   - an argument returned as-is (in-place, out=)   -> the original flagos tensor
+//   - a view into an argument's memory               -> a flagos view of that storage
+//   - memory the kernel allocated                    -> adopted as flagos memory (no copy)
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <vector>
+
+#include "../runtime/generator.h"
+#include "../runtime/runtime.h"
+
+namespace flagos {
+namespace {
+
+c10::Device compute_device(c10::DeviceIndex index) {
+  c10::DeviceType type = compute_device_type();
+  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
+}
+
+c10::DispatchKeySet compute_keys(c10::DeviceIndex index) {
+  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(index)));
+}
+
+c10::DeviceIndex index_or_current(std::optional<c10::Device> device) {
+  c10::DeviceIndex index = device && device->has_index() ? device->index() : current_device();
+  check_index(index);
+  return index;
+}
+
+bool is_flagos(const at::Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
+
+// A tensor of `keys` over `storage`, with the geometry and bits of `like`.
+at::Tensor tensor_over(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  at::Tensor out(std::move(impl));
+  if (like.is_conj()) out._set_conj(true);
+  if (like.is_neg()) out._set_neg(true);
+  return out;
+}
+
+// A compute-device storage over a flagos storage's memory. It does not own the
+// memory; resizable, so kernels that grow an out= tensor can (their new
+// memory is adopted afterwards).
+c10::Storage alias_storage(const c10::Storage& storage, c10::DeviceIndex index) {
+  c10::Device device = compute_device(index);
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                      c10::DataPtr(storage.unsafeGetStorageImpl()->data_ptr().get(), device),
+                      c10::GetAllocator(device.type()), /*resizable=*/true);
+}
+
+c10::Storage adopted_storage(const c10::Storage& compute_storage, c10::DeviceIndex index) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), compute_storage.nbytes(), adopt(compute_storage, index),
+                      allocator(), /*resizable=*/true);
+}
+
+// The compute-device view of one flagos tensor (used by copies).
+at::Tensor as_compute(const at::Tensor& t) {
+  TORCH_CHECK(t.layout() == c10::kStrided, "flagos: only strided tensors are supported, got ", t.layout());
+  c10::DeviceIndex index = t.device().index();
+  return tensor_over(alias_storage(t.storage(), index), compute_keys(index), t);
+}
+
+// ---------------------------------------------------------------- native ops
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory, std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "flagos: only strided tensors are supported, got ",
+              *layout);
+  TORCH_CHECK(!pin_memory.value_or(false), "flagos: pin_memory applies to host tensors, not flagos tensors");
+  c10::DeviceIndex index = index_or_current(device);
+  c10::DeviceGuard guard(c10::Device(kDeviceType, index));
+  return at::detail::empty_generic(size, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> pin_memory) {
+  TORCH_CHECK(layout.value_or(c10::kStrided) == c10::kStrided, "flagos: only strided tensors are supported, got ",
+              *layout);
+  TORCH_CHECK(!pin_memory.value_or(false), "flagos: pin_memory applies to host tensors, not flagos tensors");
+  c10::DeviceIndex index = index_or_current(device);
+  c10::DeviceGuard guard(c10::Device(kDeviceType, index));
+  return at::detail::empty_strided_generic(size, stride, allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+// Makes sure `self`'s storage holds `bytes`, growing it if needed.
+void ensure_storage_bytes(const at::Tensor& self, size_t bytes) {
+  if (bytes > self.storage().nbytes()) resize_storage_bytes(self.storage(), bytes);
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  c10::DeviceGuard guard(self.device());
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  size_t bytes = at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), self.storage_offset());
+  ensure_storage_bytes(self, bytes);
+  if (memory_format && *memory_format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*memory_format);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  TORCH_CHECK(source.device().type() == kDeviceType, "flagos: set_ expects a flagos storage, got one on ",
+              source.device());
+  TORCH_CHECK(source.device() == self.device(), "flagos: set_ cannot move a tensor from ", self.device(), " to ",
+              source.device(), "; use .to() instead");
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_storage_offset(offset);
+  if (stride.empty()) impl->set_sizes_contiguous(size);
+  else impl->set_sizes_and_strides(size, stride);
+  size_t bytes = stride.empty()
+                     ? at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), offset)
+                     : at::detail::computeStorageNbytes(size, stride, self.dtype().itemsize(), offset);
+  ensure_storage_bytes(self, bytes);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {numel}, {});
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                                      c10::IntArrayRef stride) {
+  return set_storage(self, std::move(source), offset, size, stride);
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage empty(c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, self.device()), allocator(), true);
+  return set_storage(self, std::move(empty), 0, {0}, {});
+}
+
+// Copies between flagos devices and to/from other devices: both sides are
+// viewed on the compute device, whose copy_ handles dtype, strides,
+// broadcasting and (for cuda) host<->device transfers.
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor src = is_flagos(self) ? as_compute(self) : self;
+  at::Tensor out = is_flagos(dst) ? as_compute(dst) : dst;
+  c10::OptionalDeviceGuard guard;
+  if (is_flagos(dst)) guard.reset_device(dst.device());
+  out.copy_(src, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (is_flagos(dst)) resize_(dst, self.sizes(), std::nullopt);
+  else dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kDeviceType, "flagos: record_stream expects a flagos stream, got one on ",
+              stream.device());
+  native_stream(stream);  // validates the stream; the allocator is not stream-ordered (see streams.cpp)
+}
+
+// ---------------------------------------------------------------- fallback
+
+// The compute-device views made for one op call, and what they stand for.
+class Aliases {
+ public:
+  explicit Aliases(const c10::OperatorHandle& op) : op_(op) {}
+
+  at::Tensor alias(const at::Tensor& t) {
+    TORCH_CHECK(t.layout() == c10::kStrided, "flagos: ", name(), " got a ", t.layout(),
+                " flagos tensor; only strided tensors are supported");
+    c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
+    c10::Storage* view = nullptr;
+    for (auto& [flagos_storage, compute_storage] : storages_)
+      if (flagos_storage.unsafeGetStorageImpl() == key) view = &compute_storage;
+    if (view == nullptr) {
+      storages_.emplace_back(t.storage(), alias_storage(t.storage(), *index_));
+      view = &storages_.back().second;
+    }
+    at::Tensor a = tensor_over(*view, compute_keys(*index_), t);
+    tensors_.emplace_back(a, t);
+    return a;
+  }
+
+  // Maps one compute-device result back to flagos.
+  at::Tensor to_flagos(const at::Tensor& r) {
+    if (!r.defined() || r.device().type() != compute_device_type()) return r;
+    for (auto& [a, original] : tensors_)
+      if (a.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return original;
+    c10::StorageImpl* key = r.storage().unsafeGetStorageImpl();
+    for (auto& [flagos_storage, compute_storage] : storages_)
+      if (compute_storage.unsafeGetStorageImpl() == key)
+        return tensor_over(flagos_storage, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+    // Memory the kernel allocated: adopt it, once per storage.
+    storages_.emplace_back(adopted_storage(r.storage(), *index_), r.storage());
+    return tensor_over(storages_.back().first, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+  }
+
+  // After the kernel: an out=/in-place argument the kernel resized or
+  // restrided must show the same change on the flagos side.
+  void write_back(const at::Tensor& a) {
+    for (auto& [alias, original] : tensors_) {
+      if (alias.unsafeGetTensorImpl() != a.unsafeGetTensorImpl()) continue;
+      auto* impl = original.unsafeGetTensorImpl();
+      const void* now = alias.storage().unsafeGetStorageImpl()->data_ptr().get();
+      if (now != original.storage().unsafeGetStorageImpl()->data_ptr().get()) {
+        c10::StorageImpl* target = original.storage().unsafeGetStorageImpl();
+        target->set_data_ptr_noswap(adopt(alias.storage(), *index_));
+        target->set_nbytes(alias.storage().nbytes());
+      }
+      if (alias.sizes() != original.sizes() || alias.strides() != original.strides() ||
+          alias.storage_offset() != original.storage_offset())
+        impl->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
+      return;
+    }
+  }
+
+  void note_device(c10::DeviceIndex index) {
+    if (!index_) {
+      index_ = index;
+      return;
+    }
+    TORCH_CHECK(*index_ == index, "flagos: ", name(), " got tensors on flagos:", static_cast<int>(*index_),
+                " and flagos:", static_cast<int>(index),
+                "; all flagos tensors of one op must be on the same device. Move them with .to() first.");
+  }
+
+  c10::DeviceIndex index() {
+    if (!index_) index_ = current_device();
+    return *index_;
+  }
+
+  std::string name() const { return op_.schema().operator_name().name; }
+
+ private:
+  const c10::OperatorHandle& op_;
+  std::optional<c10::DeviceIndex> index_;
+  std::vector<std::pair<c10::Storage, c10::Storage>> storages_;  // (flagos, compute)
+  std::vector<std::pair<at::Tensor, at::Tensor>> tensors_;       // (compute view, flagos)
+};
+
+bool is_generator_arg(const c10::Argument& arg) {
+  const c10::TypePtr& type = arg.type();
+  if (type->kind() == c10::TypeKind::GeneratorType) return true;
+  return type->kind() == c10::TypeKind::OptionalType &&
+         type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// Index ops accept CPU index tensors on GPUs too; elsewhere a non-scalar CPU
+// tensor next to flagos tensors is a user error, as it is on CUDA.
+bool accepts_host_tensors(const std::string& name) {
+  return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
+         name == "aten::index_put";
+}
+
+void check_foreign(const at::Tensor& t, const Aliases& aliases) {
+  if (!t.defined() || is_flagos(t)) return;
+  if (t.device().is_cpu() && (t.dim() == 0 || accepts_host_tensors(aliases.name()))) return;
+  TORCH_CHECK(false, "flagos: ", aliases.name(), " got a tensor on ", t.device(),
+              " together with flagos tensors; expected all tensors on the flagos device (0-dim CPU scalars "
+              "excepted). Move it with .to('flagos') first.");
+}
+
+void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  const size_t num_args = arguments.size();
+  const size_t first = stack->size() - num_args;
+  Aliases aliases(op);
+
+  // Pass 1: which flagos device this call runs on; reject mixed devices.
+  for (size_t i = 0; i < num_args; ++i) {
+    const c10::IValue& v = (*stack)[first + i];
+    if (v.isTensor()) {
+      if (is_flagos(v.toTensor())) aliases.note_device(v.toTensor().device().index());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList())
+        if (is_flagos(t)) aliases.note_device(t.device().index());
+    } else if (v.isOptionalTensorList()) {
+      for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
+        if (t && is_flagos(*t)) aliases.note_device(t->device().index());
+    } else if (v.isDevice() && v.toDevice().type() == kDeviceType) {
+      aliases.note_device(index_or_current(v.toDevice()));
+    }
+  }
+  const c10::DeviceIndex index = aliases.index();
+  check_index(index);
+  c10::DeviceGuard guard(c10::Device(kDeviceType, index));
+
+  // Pass 2: replace flagos tensors, devices and generators by compute-device ones.
+  std::vector<size_t> written;
+  for (size_t i = 0; i < num_args; ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      check_foreign(t, aliases);
+      if (is_flagos(t)) {
+        v = aliases.alias(t);
+        if (arguments[i].alias_info() && arguments[i].alias_info()->isWrite()) written.push_back(i);
+      }
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) {
+        check_foreign(t, aliases);
+        out.push_back(is_flagos(t) ? aliases.alias(t) : t);
+      }
+      v = out;
+    } else if (v.isOptionalTensorList()) {
+      c10::List<std::optional<at::Tensor>> list = v.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> out;
+      out.reserve(list.size());
+      for (const std::optional<at::Tensor>& t : list) {
+        if (t) check_foreign(*t, aliases);
+        out.push_back(t && is_flagos(*t) ? std::optional<at::Tensor>(aliases.alias(*t)) : t);
+      }
+      v = out;
+    } else if (v.isDevice()) {
+      if (v.toDevice().type() == kDeviceType) v = compute_device(index);
+    } else if (v.isGenerator()) {
+      const at::Generator& g = v.toGenerator();
+      if (g.device().type() == kDeviceType) v = compute_generator(g);
+    } else if (v.isNone() && is_generator_arg(arguments[i])) {
+      v = compute_generator(default_generator(index));  // the flagos device's own random stream
+    }
+  }
+
+  // Keep the compute-device views of written arguments for write-back.
+  std::vector<at::Tensor> written_views;
+  for (size_t i : written) written_views.push_back((*stack)[first + i].toTensor());
+
+  try {
+    op.callBoxed(stack);
+  } catch (const c10::NotImplementedError& e) {
+    std::string detail = e.what_without_backtrace();
+    detail = detail.substr(0, detail.find('\n'));
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "flagos: operator ", schema.operator_name(), " is not supported on flagos:",
+                                static_cast<int>(index), ": its compute device (",
+                                c10::DeviceTypeName(compute_device_type(), true),
+                                ") has no kernel for it. Compute device said: ", detail);
+  }
+
+  for (const at::Tensor& a : written_views) aliases.write_back(a);
+
+  const size_t num_returns = schema.returns().size();
+  for (size_t i = stack->size() - num_returns; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = aliases.to_flagos(v.toTensor());
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) out.push_back(aliases.to_flagos(t));
+      v = out;
+    }
+  }
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("record_stream", record_stream);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
+}
+
+}  // namespace flagos

@@ -1,0 +1,104 @@
+// torch_fl._C: the Python face of the runtime. Thin: each function forwards to
+// csrc/runtime; the torch.flagos API is built on these in torch_fl/.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "../runtime/generator.h"
+#include "../runtime/runtime.h"
+
+namespace py = pybind11;
+
+namespace {
+
+py::tuple pack(const c10::Stream& s) {
+  return py::make_tuple(s.id(), static_cast<int>(s.device_index()), static_cast<int>(s.device_type()));
+}
+
+c10::Stream unpack(int64_t stream_id, int device_index) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(flagos::kDeviceType, static_cast<c10::DeviceIndex>(device_index)),
+                     stream_id);
+}
+
+py::dict properties(int index) {
+  flagos_device_properties p = flagos::device_properties(static_cast<c10::DeviceIndex>(index));
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["total_memory"] = p.total_memory;
+  d["multi_processor_count"] = p.multi_processor_count;
+  d["warp_size"] = p.warp_size;
+  d["max_threads_per_block"] = p.max_threads_per_block;
+  d["max_threads_per_multi_processor"] = p.max_threads_per_multi_processor;
+  d["regs_per_multiprocessor"] = p.regs_per_multiprocessor;
+  d["shared_memory_per_block"] = p.shared_memory_per_block;
+  d["L2_cache_size"] = p.l2_cache_size;
+  d["major"] = p.major;
+  d["minor"] = p.minor;
+  d["clock_rate_khz"] = p.clock_rate_khz;
+  return d;
+}
+
+py::dict stats(int index) {
+  flagos::DeviceStats s = flagos::memory_stats(static_cast<c10::DeviceIndex>(index));
+  py::dict d;
+  d["allocated"] = s.allocated;
+  d["allocated_peak"] = s.allocated_peak;
+  d["reserved"] = s.reserved;
+  d["reserved_peak"] = s.reserved_peak;
+  d["adopted"] = s.adopted;
+  d["active_blocks"] = s.active_blocks;
+  d["cached_blocks"] = s.cached_blocks;
+  d["num_allocs"] = s.num_allocs;
+  d["num_frees"] = s.num_frees;
+  d["num_ooms"] = s.num_ooms;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_device_mallocs"] = s.num_device_mallocs;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "flagos runtime (see torch_fl)";
+  m.attr("abi_version") = FLAGOS_ABI_VERSION;
+  m.def("_accelerator_name", [] { return std::string(flagos::accelerator().name); });
+  m.def("_available_accelerators", &flagos::available_accelerators);
+  m.def("_compute_device", [] { return std::string(flagos::accelerator().compute_device); });
+  m.def("_device_count", [] { return static_cast<int>(flagos::device_count()); });
+  m.def("_current_device", [] { return static_cast<int>(flagos::current_device()); });
+  m.def("_set_device", [](int i) { flagos::set_device(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_check_index", [](int i) { flagos::check_index(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_synchronize", [](int i) {
+    flagos::check_index(static_cast<c10::DeviceIndex>(i));
+    py::gil_scoped_release no_gil;
+    flagos::check(flagos::accelerator().device_synchronize(i), "device_synchronize");
+  });
+  m.def("_get_device_properties", &properties);
+  m.def("_mem_get_info", [](int i) {
+    flagos::check_index(static_cast<c10::DeviceIndex>(i));
+    uint64_t free_bytes = 0, total = 0;
+    flagos::check(flagos::accelerator().mem_get_info(i, &free_bytes, &total), "mem_get_info");
+    return py::make_tuple(free_bytes, total);
+  });
+
+  m.def("_memory_stats", &stats);
+  m.def("_reset_peak_memory_stats", [](int i) { flagos::reset_peak_stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_reset_accumulated_memory_stats",
+        [](int i) { flagos::reset_accumulated_stats(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_empty_cache", &flagos::empty_cache);
+
+  // Streams travel as (stream_id, device_index, device_type), torch.Stream's own fields.
+  m.def("_current_stream", [](int i) { return pack(flagos::current_stream(static_cast<c10::DeviceIndex>(i))); });
+  m.def("_default_stream", [](int i) {
+    flagos::check_index(static_cast<c10::DeviceIndex>(i));
+    return pack(c10::Stream(c10::Stream::DEFAULT, c10::Device(flagos::kDeviceType, static_cast<c10::DeviceIndex>(i))));
+  });
+  m.def("_set_stream", [](int64_t id, int i) { flagos::exchange_stream(unpack(id, i)); });
+  m.def("_raw_stream", [](int64_t id, int i) {
+    return reinterpret_cast<uintptr_t>(flagos::native_stream(unpack(id, i)));
+  });
+
+  m.def("_default_generator", [](int i) {
+    const at::Generator& g = flagos::default_generator(static_cast<c10::DeviceIndex>(i));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(g));
+  });
+}

@@ -1,0 +1,120 @@
+// Picks the accelerator at start-up and wraps its status codes in c10 errors.
+#include "runtime.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+extern "C" const flagos_accelerator* flagos_host_accelerator(void);
+#ifdef FLAGOS_WITH_CUDA
+extern "C" const flagos_accelerator* flagos_cuda_accelerator(void);
+#endif
+
+namespace flagos {
+namespace {
+
+struct Entry {
+  const char* name;
+  flagos_accelerator_entry get;
+};
+
+// In order of preference: the default is the first one with a device.
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+#ifdef FLAGOS_WITH_CUDA
+      {"cuda", flagos_cuda_accelerator},
+#endif
+      {"host", flagos_host_accelerator},
+  };
+  return entries;
+}
+
+int32_t count_of(const flagos_accelerator* acc) {
+  int32_t n = 0;
+  return acc->device_count(&n) == FLAGOS_SUCCESS ? n : 0;
+}
+
+const flagos_accelerator* select() {
+  const char* wanted = std::getenv("FLAGOS_ACCELERATOR");
+  for (const Entry& e : registry()) {
+    const flagos_accelerator* acc = e.get();
+    TORCH_CHECK(acc->abi_version == FLAGOS_ABI_VERSION && acc->struct_size >= sizeof(flagos_accelerator),
+                "flagos: accelerator '", e.name, "' was built for ABI version ", acc->abi_version,
+                "; this runtime speaks version ", FLAGOS_ABI_VERSION, ". Rebuild the accelerator.");
+    if (wanted && *wanted) {
+      if (std::string(wanted) == e.name) return acc;
+    } else if (count_of(acc) > 0) {
+      return acc;
+    }
+  }
+  TORCH_CHECK(!(wanted && *wanted), "flagos: FLAGOS_ACCELERATOR='", wanted,
+              "' is not an accelerator of this build; choose one of: ", available_accelerators(), ".");
+  return registry().back().get();  // host: reports its own configuration errors
+}
+
+}  // namespace
+
+std::string available_accelerators() {
+  std::string names;
+  for (const Entry& e : registry()) names += (names.empty() ? "" : ", ") + std::string(e.name);
+  return names;
+}
+
+const flagos_accelerator& accelerator() {
+  static const flagos_accelerator* acc = select();
+  return *acc;
+}
+
+void check(flagos_status status, const char* what) {
+  if (status == FLAGOS_SUCCESS) return;
+  const char* message = accelerator().error_string(status);
+  TORCH_CHECK(false, "flagos: ", what, " failed on the '", accelerator().name, "' accelerator: ", message,
+              " (status ", static_cast<int>(status), ")");
+}
+
+c10::DeviceIndex device_count() {
+  static const c10::DeviceIndex n = [] {
+    int32_t count = 0;
+    flagos_status status = accelerator().device_count(&count);
+    if (status != FLAGOS_SUCCESS) {
+      TORCH_WARN("flagos: the '", accelerator().name, "' accelerator reports no usable device (",
+                 accelerator().error_string(status),
+                 "); check FLAGOS_HOST_DEVICE_COUNT (1..64) and FLAGOS_HOST_MEMORY_LIMIT (e.g. 512M, 2G).");
+      return static_cast<c10::DeviceIndex>(0);
+    }
+    return static_cast<c10::DeviceIndex>(count);
+  }();
+  return n;
+}
+
+void check_index(c10::DeviceIndex index) {
+  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "flagos:", static_cast<int>(index),
+                    " is out of range: this machine has ", static_cast<int>(device_count()),
+                    " flagos device(s) on the '", accelerator().name, "' accelerator (valid: flagos:0..flagos:",
+                    static_cast<int>(device_count()) - 1, ").");
+}
+
+c10::DeviceIndex current_device() {
+  int32_t device = 0;
+  check(accelerator().get_device(&device), "get_device");
+  return static_cast<c10::DeviceIndex>(device);
+}
+
+void set_device(c10::DeviceIndex index) {
+  check_index(index);
+  check(accelerator().set_device(index), "set_device");
+}
+
+flagos_device_properties device_properties(c10::DeviceIndex index) {
+  check_index(index);
+  flagos_device_properties props{};
+  check(accelerator().get_device_properties(index, &props), "get_device_properties");
+  return props;
+}
+
+c10::DeviceType compute_device_type() {
+  static const c10::DeviceType type = c10::Device(accelerator().compute_device).type();
+  return type;
+}
+
+}  // namespace flagos

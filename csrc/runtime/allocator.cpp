@@ -1,0 +1,263 @@
+// Caching allocator over the accelerator's malloc/free. Freed blocks are kept
+// per device and reused for requests of a similar size, so steady-state
+// training and compiled code do not call into the accelerator. Out of memory
+// frees the cache, retries once, then raises torch.OutOfMemoryError.
+#include "runtime.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace flagos {
+namespace {
+
+constexpr size_t kRound = 512;             // block granularity
+constexpr size_t kMaxSlackSmall = 1 << 20;  // reuse a cached block at most this much bigger
+
+size_t round_size(size_t n) { return n == 0 ? 0 : (n + kRound - 1) / kRound * kRound; }
+
+std::string format_bytes(int64_t n) {
+  char buf[64];
+  if (n >= (1ll << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", n / double(1ll << 30));
+  else if (n >= (1ll << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", n / double(1ll << 20));
+  else if (n >= (1ll << 10)) std::snprintf(buf, sizeof buf, "%.2f KiB", n / double(1ll << 10));
+  else std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(n));
+  return buf;
+}
+
+struct Block {
+  c10::DeviceIndex device;
+  size_t size;
+};
+
+// Memory taken over from a compute-device kernel's output (see adopt()).
+struct Adopted {
+  c10::Storage owner;
+  c10::DeviceIndex device;
+  size_t size;
+};
+
+class CachingAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DeviceIndex device = current_device();
+    check_index(device);
+    size_t size = round_size(nbytes);
+    void* ptr = size ? take(device, size, nbytes) : nullptr;
+    return {ptr, ptr, &CachingAllocator::release, c10::Device(kDeviceType, device)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &CachingAllocator::release; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    check(accelerator().memcpy_async(dest, src, count, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, nullptr), "memcpy");
+  }
+
+  static CachingAllocator& instance() {
+    static CachingAllocator* a = new CachingAllocator();  // outlives static tensors
+    return *a;
+  }
+
+  DeviceStats stats(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_for(device);
+  }
+
+  void reset_peaks(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceStats& s = stats_for(device);
+    s.allocated_peak = s.allocated;
+    s.reserved_peak = s.reserved;
+  }
+
+  void reset_accumulated(c10::DeviceIndex device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceStats& s = stats_for(device);
+    s.num_allocs = s.num_frees = s.num_ooms = s.num_alloc_retries = s.num_device_mallocs = 0;
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t d = 0; d < cached_.size(); ++d) release_cached(static_cast<c10::DeviceIndex>(d));
+  }
+
+  c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex device) {
+    check_index(device);
+    size_t size = owner.nbytes();
+    void* ptr = owner.mutable_data();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      DeviceStats& s = stats_for(device);
+      uint64_t capacity = device_properties(device).total_memory;
+      if (static_cast<uint64_t>(s.reserved) + size > capacity) {
+        release_cached(device);
+      }
+      if (static_cast<uint64_t>(s.reserved) + size > capacity) {
+        s.num_ooms++;
+        oom(device, size, s, capacity);
+      }
+      s.adopted += size;
+      s.reserved += size;
+      s.allocated += size;
+      s.active_blocks++;
+      s.num_allocs++;
+      s.reserved_peak = std::max(s.reserved_peak, s.reserved);
+      s.allocated_peak = std::max(s.allocated_peak, s.allocated);
+      if (ptr) owners_[ptr] = device;
+    }
+    auto* ctx = new Adopted{std::move(owner), device, size};
+    return {ptr, ctx, &CachingAllocator::release_adopted, c10::Device(kDeviceType, device)};
+  }
+
+  bool owner_of(const void* ptr, c10::DeviceIndex* device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = owners_.find(const_cast<void*>(ptr));
+    if (it == owners_.end()) {
+      auto blk = active_.find(const_cast<void*>(ptr));
+      if (blk == active_.end()) return false;
+      *device = blk->second.device;
+      return true;
+    }
+    *device = it->second;
+    return true;
+  }
+
+ private:
+  DeviceStats& stats_for(c10::DeviceIndex device) {
+    if (stats_.size() <= static_cast<size_t>(device)) stats_.resize(device + 1);
+    return stats_[device];
+  }
+
+  std::multimap<size_t, void*>& cache_for(c10::DeviceIndex device) {
+    if (cached_.size() <= static_cast<size_t>(device)) cached_.resize(device + 1);
+    return cached_[device];
+  }
+
+  void* take(c10::DeviceIndex device, size_t size, size_t requested) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceStats& s = stats_for(device);
+    auto& cache = cache_for(device);
+    void* ptr = nullptr;
+    size_t block_size = size;
+    auto it = cache.lower_bound(size);
+    if (it != cache.end() && it->first - size <= std::max(kMaxSlackSmall, size / 8)) {
+      block_size = it->first;
+      ptr = it->second;
+      cache.erase(it);
+      s.cached_blocks--;
+    } else {
+      flagos_status status = accelerator().malloc(device, &ptr, size);
+      if (status == FLAGOS_ERROR_OUT_OF_MEMORY) {
+        s.num_alloc_retries++;
+        release_cached(device);
+        status = accelerator().malloc(device, &ptr, size);
+      }
+      if (status == FLAGOS_ERROR_OUT_OF_MEMORY) {
+        s.num_ooms++;
+        uint64_t total = 0;
+        accelerator().mem_get_info(device, nullptr, &total);
+        oom(device, requested, s, total);
+      }
+      check(status, "malloc");
+      s.num_device_mallocs++;
+      s.reserved += block_size;
+      s.reserved_peak = std::max(s.reserved_peak, s.reserved);
+    }
+    active_[ptr] = Block{device, block_size};
+    s.allocated += block_size;
+    s.allocated_peak = std::max(s.allocated_peak, s.allocated);
+    s.active_blocks++;
+    s.num_allocs++;
+    return ptr;
+  }
+
+  [[noreturn]] void oom(c10::DeviceIndex device, size_t requested, const DeviceStats& s, uint64_t capacity) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "flagos: out of memory on flagos:", static_cast<int>(device),
+                     ": tried to allocate ", format_bytes(requested), "; ", format_bytes(s.allocated),
+                     " already allocated, ", format_bytes(s.reserved), " reserved, device capacity ",
+                     format_bytes(static_cast<int64_t>(capacity)),
+                     ". Free tensors you no longer need, call torch.flagos.empty_cache(), or raise the "
+                     "limit (FLAGOS_HOST_MEMORY_LIMIT on the host accelerator).");
+  }
+
+  // Returns every cached block of a device to the accelerator. Caller holds mu_.
+  void release_cached(c10::DeviceIndex device) {
+    auto& cache = cache_for(device);
+    DeviceStats& s = stats_for(device);
+    for (auto& [size, ptr] : cache) {
+      accelerator().free(device, ptr);
+      s.reserved -= size;
+    }
+    s.cached_blocks -= static_cast<int64_t>(cache.size());
+    cache.clear();
+  }
+
+  void give_back(void* ptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = active_.find(ptr);
+    TORCH_INTERNAL_ASSERT(it != active_.end(), "flagos: freeing a pointer the allocator does not own");
+    Block b = it->second;
+    active_.erase(it);
+    DeviceStats& s = stats_for(b.device);
+    s.allocated -= b.size;
+    s.active_blocks--;
+    s.num_frees++;
+    s.cached_blocks++;
+    cache_for(b.device).emplace(b.size, ptr);
+  }
+
+  void forget_adopted(Adopted* a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceStats& s = stats_for(a->device);
+    s.adopted -= a->size;
+    s.reserved -= a->size;
+    s.allocated -= a->size;
+    s.active_blocks--;
+    s.num_frees++;
+    owners_.erase(a->owner.mutable_data());
+  }
+
+  static void release(void* ptr) {
+    if (ptr) instance().give_back(ptr);
+  }
+
+  static void release_adopted(void* ctx) {
+    auto* a = static_cast<Adopted*>(ctx);
+    instance().forget_adopted(a);
+    delete a;  // drops the compute-device storage
+  }
+
+  std::mutex mu_;
+  std::unordered_map<void*, Block> active_;
+  std::unordered_map<void*, c10::DeviceIndex> owners_;  // adopted pointers
+  std::vector<std::multimap<size_t, void*>> cached_;
+  std::vector<DeviceStats> stats_;
+};
+
+}  // namespace
+
+c10::Allocator* allocator() { return &CachingAllocator::instance(); }
+DeviceStats memory_stats(c10::DeviceIndex index) {
+  check_index(index);
+  return CachingAllocator::instance().stats(index);
+}
+void reset_peak_stats(c10::DeviceIndex index) {
+  check_index(index);
+  CachingAllocator::instance().reset_peaks(index);
+}
+void reset_accumulated_stats(c10::DeviceIndex index) {
+  check_index(index);
+  CachingAllocator::instance().reset_accumulated(index);
+}
+void empty_cache() { CachingAllocator::instance().empty_cache(); }
+c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index) {
+  return CachingAllocator::instance().adopt(std::move(owner), index);
+}
+bool device_of(const void* ptr, c10::DeviceIndex* index) { return CachingAllocator::instance().owner_of(ptr, index); }
+
+// Registered so that c10::GetAllocator(PrivateUse1) (storage resize, pinned
+// copies, torch.UntypedStorage(device=...)) reaches the same pool.
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &CachingAllocator::instance());
+
+}  // namespace flagos

@@ -1,0 +1,66 @@
+// c10 glue shared by the runtime's translation units. Everything here talks to
+// the accelerator only through the C table in flagos/accelerator.h.
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "flagos/accelerator.h"
+
+namespace flagos {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+
+// ---- accelerator selection (accelerator.cpp) ----
+// The accelerator chosen at start-up by FLAGOS_ACCELERATOR (default: the best
+// one present). Throws with the list of known accelerators on a bad name.
+const flagos_accelerator& accelerator();
+// Names compiled into this build, in order of preference.
+std::string available_accelerators();
+// Throws a c10::Error naming `what` and the accelerator's message unless ok.
+void check(flagos_status status, const char* what);
+c10::DeviceIndex device_count();
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex index);
+// Throws "flagos:N is out of range" with the device count.
+void check_index(c10::DeviceIndex index);
+flagos_device_properties device_properties(c10::DeviceIndex index);
+// torch device type the eager fallback computes on ("cpu" for host).
+c10::DeviceType compute_device_type();
+
+// ---- streams (streams.cpp) ----
+// StreamId 0 is the device's default stream, a real accelerator stream.
+flagos_stream native_stream(const c10::Stream& stream);
+c10::Stream current_stream(c10::DeviceIndex index);
+c10::Stream exchange_stream(const c10::Stream& stream);
+c10::Stream new_stream(c10::DeviceIndex index, int priority);
+c10::Stream pool_stream(c10::DeviceIndex index);
+
+// ---- allocator (allocator.cpp) ----
+struct DeviceStats {
+  int64_t allocated = 0, allocated_peak = 0;   // bytes in live tensors
+  int64_t reserved = 0, reserved_peak = 0;     // bytes held from the accelerator (+ adopted)
+  int64_t adopted = 0;                         // bytes of compute-device outputs taken over
+  int64_t active_blocks = 0, cached_blocks = 0;
+  int64_t num_allocs = 0, num_frees = 0, num_ooms = 0, num_alloc_retries = 0, num_device_mallocs = 0;
+};
+c10::Allocator* allocator();
+DeviceStats memory_stats(c10::DeviceIndex index);
+void reset_peak_stats(c10::DeviceIndex index);
+void reset_accumulated_stats(c10::DeviceIndex index);
+void empty_cache();
+// Makes memory that a compute-device kernel allocated (kept alive by `owner`)
+// a flagos allocation on `index`, counted in the stats and checked against the
+// device's capacity. No copy.
+c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index);
+// Device owning a pointer handed out (or adopted) by the allocator, if any.
+bool device_of(const void* ptr, c10::DeviceIndex* index);
+
+}  // namespace flagos

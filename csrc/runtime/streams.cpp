@@ -1,0 +1,213 @@
+// Streams and events for c10: the DeviceGuardImpl that torch.Stream,
+// torch.Event, torch.accelerator and inductor's device interface go through.
+// Every operation is per stream or per event; nothing synchronizes a whole
+// device unless asked to.
+#include "runtime.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace flagos {
+namespace {
+
+constexpr size_t kPoolSize = 8;
+
+struct DeviceStreams {
+  std::mutex mu;
+  // StreamId -> handle. Id 0, the default stream, is a real stream too, so the
+  // raw handle given to compiled code is never a placeholder constant.
+  std::deque<flagos_stream> handles;
+  std::vector<c10::StreamId> pool;             // created on first use
+  size_t next_pool = 0;
+};
+
+std::vector<std::unique_ptr<DeviceStreams>>& registry() {
+  static std::vector<std::unique_ptr<DeviceStreams>> devices = [] {
+    std::vector<std::unique_ptr<DeviceStreams>> v;
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+      v.push_back(std::make_unique<DeviceStreams>());
+      flagos_stream handle = nullptr;
+      check(accelerator().stream_create(i, 0, &handle), "stream_create (default stream)");
+      v.back()->handles.push_back(handle);
+    }
+    return v;
+  }();
+  return devices;
+}
+
+DeviceStreams& streams_of(c10::DeviceIndex index) {
+  check_index(index);
+  return *registry()[index];
+}
+
+// The current stream of each device, per thread (like CUDA).
+std::vector<c10::StreamId>& current_ids() {
+  thread_local std::vector<c10::StreamId> ids;
+  if (ids.size() < static_cast<size_t>(device_count())) ids.resize(device_count(), 0);
+  return ids;
+}
+
+c10::StreamId create(DeviceStreams& ds, c10::DeviceIndex index, int priority) {
+  flagos_stream handle = nullptr;
+  check(accelerator().stream_create(index, priority, &handle), "stream_create");
+  std::lock_guard<std::mutex> lock(ds.mu);
+  ds.handles.push_back(handle);
+  return static_cast<c10::StreamId>(ds.handles.size() - 1);
+}
+
+}  // namespace
+
+flagos_stream native_stream(const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == kDeviceType, "flagos: expected a flagos stream, got a stream of ",
+              stream.device());
+  DeviceStreams& ds = streams_of(stream.device_index());
+  std::lock_guard<std::mutex> lock(ds.mu);
+  TORCH_CHECK(stream.id() >= 0 && static_cast<size_t>(stream.id()) < ds.handles.size(), "flagos: stream id ",
+              stream.id(), " was never created on ", stream.device());
+  return ds.handles[stream.id()];
+}
+
+c10::Stream current_stream(c10::DeviceIndex index) {
+  if (index < 0) index = current_device();
+  check_index(index);
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), current_ids()[index]);
+}
+
+c10::Stream exchange_stream(const c10::Stream& stream) {
+  native_stream(stream);  // validates device and id
+  c10::Stream previous = current_stream(stream.device_index());
+  current_ids()[stream.device_index()] = stream.id();
+  return previous;
+}
+
+c10::Stream new_stream(c10::DeviceIndex index, int priority) {
+  if (index < 0) index = current_device();
+  DeviceStreams& ds = streams_of(index);
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), create(ds, index, priority));
+}
+
+c10::Stream pool_stream(c10::DeviceIndex index) {
+  if (index < 0) index = current_device();
+  DeviceStreams& ds = streams_of(index);
+  {
+    std::lock_guard<std::mutex> lock(ds.mu);
+    if (ds.pool.size() == kPoolSize) {
+      c10::StreamId id = ds.pool[ds.next_pool++ % kPoolSize];
+      return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), id);
+    }
+  }
+  c10::StreamId id = create(ds, index, 0);
+  std::lock_guard<std::mutex> lock(ds.mu);
+  ds.pool.push_back(id);
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), id);
+}
+
+namespace {
+
+flagos_event as_event(void* event) { return static_cast<flagos_event>(event); }
+
+struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kDeviceType; }
+
+  c10::Device exchangeDevice(c10::Device device) const override {
+    c10::Device old = getDevice();
+    if (old.index() != device.index()) setDevice(device);
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kDeviceType, current_device()); }
+  void setDevice(c10::Device device) const override {
+    TORCH_CHECK(device.type() == kDeviceType, "flagos: expected a flagos device, got ", device);
+    set_device(device.index());
+  }
+  void uncheckedSetDevice(c10::Device device) const noexcept override {
+    accelerator().set_device(device.index());
+  }
+
+  c10::Stream getStream(c10::Device device) const override { return current_stream(device.index()); }
+  c10::Stream getDefaultStream(c10::Device device) const override {
+    return c10::Stream(c10::Stream::DEFAULT, device);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override {
+    return pool_stream(device.index());
+  }
+  c10::Stream getNewStream(c10::Device device, int priority) const override {
+    return new_stream(device.index(), priority);
+  }
+  c10::Stream exchangeStream(c10::Stream stream) const override { return exchange_stream(stream); }
+  c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    if (event) accelerator().event_destroy(as_event(event));
+  }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag flag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "flagos: event of flagos:",
+                static_cast<int>(device_index), " cannot be recorded on a stream of ", stream.device());
+    if (*event == nullptr) {
+      // torch.Event(enable_timing=True) asks for BACKEND_DEFAULT; PYTORCH_DEFAULT means no timing.
+      uint32_t flags = flag == c10::EventFlag::BACKEND_DEFAULT ? FLAGOS_EVENT_DEFAULT : FLAGOS_EVENT_DISABLE_TIMING;
+      flagos_event created = nullptr;
+      check(accelerator().event_create(stream.device_index(), flags, &created), "event_create");
+      *event = created;
+    }
+    check(accelerator().event_record(as_event(*event), native_stream(stream)), "event_record");
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) return;  // never recorded: nothing to wait for
+    check(accelerator().stream_wait_event(native_stream(stream), as_event(event)), "stream_wait_event");
+  }
+
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) return true;
+    flagos_status status = accelerator().event_query(as_event(event));
+    if (status == FLAGOS_ERROR_NOT_READY) return false;
+    check(status, "event_query");
+    return true;
+  }
+
+  void synchronizeEvent(void* event) const override {
+    if (event) check(accelerator().event_synchronize(as_event(event)), "event_synchronize");
+  }
+
+  bool queryStream(const c10::Stream& stream) const override {
+    flagos_status status = accelerator().stream_query(native_stream(stream));
+    if (status == FLAGOS_ERROR_NOT_READY) return false;
+    check(status, "stream_query");
+    return true;
+  }
+
+  void synchronizeStream(const c10::Stream& stream) const override {
+    check(accelerator().stream_synchronize(native_stream(stream)), "stream_synchronize");
+  }
+
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    check_index(device_index);
+    check(accelerator().device_synchronize(device_index), "device_synchronize");
+  }
+
+  // Allocations are not stream-ordered on an accelerator whose work completes
+  // at submission; an asynchronous accelerator must extend the allocator here.
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start && end, "flagos: both events must be recorded before elapsed_time() is called.");
+    float ms = 0;
+    flagos_status status = accelerator().event_elapsed_time(&ms, as_event(start), as_event(end));
+    TORCH_CHECK(status != FLAGOS_ERROR_NOT_SUPPORTED,
+                "flagos: elapsed_time() needs both events created with enable_timing=True.");
+    check(status, "event_elapsed_time");
+    return ms;
+  }
+};
+
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
+
+}  // namespace flagos

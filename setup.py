@@ -1,0 +1,32 @@
+"""Builds torch_fl._C against the torch that is installed (no pinned bindings).
+
+torch.utils.cpp_extension's BuildExtension compiles with ninja; the object
+files live in build/ so rebuilds only recompile what changed.
+"""
+import glob
+import os
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def sources():
+    # One accelerator directory per back end; only host is built here (the
+    # cuda accelerator joins when a CUDA toolkit and a CUDA torch are present).
+    patterns = ["csrc/runtime/*.cpp", "csrc/aten/*.cpp", "csrc/python/*.cpp", "csrc/accelerator/host/*.cpp"]
+    return sorted(f for p in patterns for f in glob.glob(os.path.join(ROOT, p)))
+
+
+setup(
+    ext_modules=[
+        CppExtension(
+            name="torch_fl._C",
+            sources=[os.path.relpath(s, ROOT) for s in sources()],
+            include_dirs=[os.path.join(ROOT, "csrc", "include"), os.path.join(ROOT, "csrc")],
+            extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden", "-Wall", "-Wno-unused-parameter"]},
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+)

@@ -1,0 +1,24 @@
+"""torch_fl: the flagos device runtime for PyTorch.
+
+Importing this package registers the PrivateUse1 device ``flagos``: tensors on
+``"flagos:0"``, the ``torch.flagos`` namespace (this package's ``flagos``
+module), streams, events, the caching allocator and per-device RNG.
+
+torch imports it by itself through the ``torch.backends`` entry point (see
+``_autoload``), so a fresh interpreter -- an inductor compile worker, say --
+sees the device after a plain ``import torch``. Set
+``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` to turn that off.
+"""
+
+import torch
+
+from . import _C  # noqa: F401  (registers the device's kernels, guard, hooks, allocator)
+from ._registration import register as _register
+
+flagos = _register()
+
+__all__ = ["flagos"]
+
+
+def _autoload():
+    """Entry point of the ``torch.backends`` group: importing did the work."""

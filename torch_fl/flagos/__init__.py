@@ -1,0 +1,59 @@
+"""torch.flagos: the device API, shaped like torch.cuda.
+
+This module *is* ``torch.flagos`` (the same object). Everything that takes a
+``device`` accepts an index, ``"flagos:N"``, a ``torch.device`` or ``None``
+(the current device).
+"""
+
+from ._device import (
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    init,
+    is_available,
+    is_bf16_supported,
+    is_initialized,
+    set_device,
+    synchronize,
+    accelerator_name,
+)
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+)
+from .random import (
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+__all__ = [name for name in dir() if not name.startswith("_")]

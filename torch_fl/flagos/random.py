@@ -1,0 +1,80 @@
+"""Per-device random number generators.
+
+Each flagos device has one default generator; ``torch.randn(...,
+device="flagos")`` and every other random op on the device draw from it.
+"""
+
+import torch
+
+from .. import _C
+from ._device import _checked, device_count
+
+
+class _DefaultGenerators:
+    """``torch.flagos.default_generators[i]``: the default generator of flagos:i."""
+
+    def __len__(self):
+        return device_count()
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        index = int(index)
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"flagos: device index {index} out of range for {len(self)} flagos device(s)")
+        return _C._default_generator(index)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
+default_generators = _DefaultGenerators()
+
+
+def _generator(device=None) -> torch.Generator:
+    return default_generators[_checked(device)]
+
+
+def manual_seed(seed: int) -> None:
+    """Seeds the current device's generator."""
+    _generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for g in default_generators:
+        g.manual_seed(int(seed))
+
+
+def seed() -> None:
+    """Seeds the current device's generator with a non-deterministic number."""
+    _generator().seed()
+
+
+def seed_all() -> None:
+    first = _generator(0)
+    first.seed()
+    for g in default_generators[1:]:
+        g.manual_seed(first.initial_seed())
+
+
+def initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+def get_rng_state(device=None) -> torch.Tensor:
+    return _generator(device).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    _generator(device).set_state(new_state.cpu() if new_state.device.type != "cpu" else new_state)
+
+
+def get_rng_state_all() -> list:
+    return [g.get_state() for g in default_generators]
+
+
+def set_rng_state_all(new_states) -> None:
+    for index, state in enumerate(new_states):
+        set_rng_state(state, index)
