@@ -19,8 +19,13 @@ def sources():
     return sorted(f for p in patterns for f in glob.glob(os.path.join(ROOT, p)))
 
 
+# `make` registers the package (entry points) with FLAGOS_SKIP_EXT=1 and then
+# builds the extension in place, which ninja keeps incremental; a plain
+# `pip install .` builds it here.
+SKIP_EXT = os.environ.get("FLAGOS_SKIP_EXT") == "1"
+
 setup(
-    ext_modules=[
+    ext_modules=[] if SKIP_EXT else [
         CppExtension(
             name="torch_fl._C",
             sources=[os.path.relpath(s, ROOT) for s in sources()],

@@ -10,15 +10,21 @@ sees the device after a plain ``import torch``. Set
 ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` to turn that off.
 """
 
-import torch
 
-from . import _C  # noqa: F401  (registers the device's kernels, guard, hooks, allocator)
-from ._registration import register as _register
+def _autoload():
+    """Entry point of the ``torch.backends`` group.
+
+    Importing this package does the registration. Defined before ``import
+    torch`` because when ``import torch_fl`` comes first, torch's autoload
+    re-enters this half-imported module and looks this function up.
+    """
+
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402,F401  (registers the device's kernels, guard, hooks, allocator)
+from ._registration import register as _register  # noqa: E402
 
 flagos = _register()
 
 __all__ = ["flagos"]
-
-
-def _autoload():
-    """Entry point of the ``torch.backends`` group: importing did the work."""

@@ -19,5 +19,7 @@ def register():
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-    assert _C.abi_version >= 1
+    # Choose the accelerator now, so a bad FLAGOS_ACCELERATOR fails the import
+    # with the list of choices instead of surfacing at the first tensor.
+    _C._accelerator_name()
     return flagos

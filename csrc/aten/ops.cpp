@@ -175,6 +175,64 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
   native_stream(stream);  // validates the stream; the allocator is not stream-ordered (see streams.cpp)
 }
 
+// Convolution: for a device outside CPU/CUDA/MKLDNN, aten::_convolution
+// routes to the *_overrideable ops, whose default kernels only raise. Here they
+// run the compute device's own convolution on views of the same memory.
+at::Tensor adopt_result(const at::Tensor& r, c10::DeviceIndex index) {
+  if (!r.defined()) return r;
+  return tensor_over(adopted_storage(r.storage(), index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+}
+
+std::optional<at::Tensor> as_compute_opt(const std::optional<at::Tensor>& t) {
+  return t && t->defined() ? std::optional<at::Tensor>(as_compute(*t)) : std::nullopt;
+}
+
+void check_same_device(const char* op, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.device() == b.device(), "flagos: ", op, " got tensors on ", a.device(), " and ", b.device(),
+              "; all tensors of one op must be on the same device. Move them with .to() first.");
+}
+
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                                    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                                    c10::IntArrayRef output_padding, int64_t groups) {
+  check_same_device("aten::convolution", input, weight);
+  if (bias && bias->defined()) check_same_device("aten::convolution", input, *bias);
+  c10::DeviceGuard guard(input.device());
+  at::Tensor out = at::convolution(as_compute(input), as_compute(weight), as_compute_opt(bias), stride, padding,
+                                   dilation, transposed, output_padding, groups);
+  return adopt_result(out, input.device().index());
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
+    int64_t groups, std::array<bool, 3> output_mask) {
+  check_same_device("aten::convolution_backward", grad_output, input);
+  check_same_device("aten::convolution_backward", input, weight);
+  c10::DeviceGuard guard(input.device());
+  std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
+  auto [gi, gw, gb] = at::convolution_backward(as_compute(grad_output), as_compute(input), as_compute(weight),
+                                               bias_sizes, stride, padding, dilation, transposed, output_padding,
+                                               groups, output_mask);
+  c10::DeviceIndex index = input.device().index();
+  return {adopt_result(gi, index), adopt_result(gw, index), adopt_result(gb, index)};
+}
+
+// Dropout: the compute device's kernel draws its mask from the compute
+// device's *global* generator (no generator argument to swap), which would
+// make flagos dropout ignore torch.flagos.manual_seed. Built from flagos ops
+// instead, so bernoulli_ reaches the fallback and the flagos generator.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train) {
+  if (input.numel() == 0) return {input, at::empty_like(input)};
+  if (train.has_value() && !*train) return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  double keep = 1.0 - p;
+  double scale = keep == 0 ? 0.0 : 1.0 / keep;
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
+  mask.bernoulli_(keep);
+  return {input.mul(mask).mul_(scale), mask};
+}
+
 // ---------------------------------------------------------------- fallback
 
 // The compute-device views made for one op call, and what they stand for.
@@ -389,6 +447,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("record_stream", record_stream);
+  m.impl("convolution_overrideable", convolution_overrideable);
+  m.impl("native_dropout", native_dropout);
+  m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
+}
+
+// Ops whose CompositeExplicitAutogradNonFunctional kernel (empty output + the
+// out= variant) misbehaves for a backend outside CPU/CUDA: mse_loss's out=
+// meta treats the 0-dim reduced output as elementwise and warns "An output
+// with one or more elements was resized". Send them straight to the compute
+// device's functional kernel instead.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

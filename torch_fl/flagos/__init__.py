@@ -35,6 +35,7 @@ from .memory import (
     reset_peak_memory_stats,
 )
 from .random import (
+    _is_in_bad_fork,
     default_generators,
     get_rng_state,
     get_rng_state_all,

@@ -33,6 +33,15 @@ class _DefaultGenerators:
 default_generators = _DefaultGenerators()
 
 
+def _is_in_bad_fork() -> bool:
+    """torch.manual_seed seeds flagos only if the module has this (and manual_seed_all).
+
+    The host accelerator keeps no state a fork could corrupt; an accelerator
+    with a driver context (cuda) must answer for itself.
+    """
+    return False
+
+
 def _generator(device=None) -> torch.Generator:
     return default_generators[_checked(device)]
 

@@ -1,0 +1,43 @@
+# The two set-up commands of the README: `make conformance` (the main job) and
+# `make test`. Both create .venv, install everything and build the extension
+# on a fresh machine, and are quick when nothing changed.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+DEPS := $(VENV)/.flagos-deps
+REGISTERED := $(VENV)/.flagos-registered
+SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
+PYTEST_ARGS ?=
+
+.PHONY: build test conformance smoke bench clean
+
+# torch 2.13.0 is the CPU wheel that lies on this machine's disk (pip's
+# find-links); naming the exact version keeps a resolver from pulling a CUDA build.
+$(DEPS):
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0 triton==3.7.0 "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" pybind11 ninja setuptools wheel numpy
+	touch $@
+
+# Entry points (torch.backends, triton.backends, pytest11) need an install;
+# the extension itself is built in place by the next rule.
+$(REGISTERED): $(DEPS) pyproject.toml setup.py
+	FLAGOS_SKIP_EXT=1 $(PIP) install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+build: $(REGISTERED)
+	$(PY) setup.py -q build_ext --inplace -j 2
+
+test: build
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+smoke: build
+	$(PY) -m torch_fl.smoke
+
+conformance: smoke
+
+bench: build
+	$(PY) benchmarks/bench_eager.py
+
+clean:
+	rm -rf build torch_fl/_C*.so

@@ -1,0 +1,127 @@
+"""The flagos device: registration, autoload, selection, properties, errors."""
+
+import pytest
+import torch
+
+import torch_fl
+
+
+def test_torch_flagos_is_the_package_module():
+    assert torch.flagos is torch_fl.flagos
+    assert torch._C._get_privateuse1_backend_name() == "flagos"
+
+
+def test_default_host_accelerator_has_two_devices():
+    assert torch.flagos.is_available()
+    assert torch.flagos.accelerator_name() == "host"
+    assert torch.flagos.device_count() == 2
+
+
+def test_tensor_creation_and_round_trip():
+    x = torch.arange(6.0).reshape(2, 3)
+    y = x.to("flagos")
+    assert y.device == torch.device("flagos", 0)
+    assert y.is_flagos
+    torch.testing.assert_close(y.cpu(), x)
+    z = y.to("flagos:1")
+    assert z.device == torch.device("flagos", 1)
+    torch.testing.assert_close(z.cpu(), x)
+    assert torch.randn(4, device="flagos").device.type == "flagos"
+
+
+def test_module_to_flagos():
+    m = torch.nn.Linear(3, 2).to("flagos")
+    assert all(p.device.type == "flagos" for p in m.parameters())
+    m.flagos(1)
+    assert all(p.device == torch.device("flagos", 1) for p in m.parameters())
+
+
+def test_set_device_and_device_context():
+    assert torch.flagos.current_device() == 0
+    with torch.flagos.device(1):
+        assert torch.flagos.current_device() == 1
+        assert torch.empty(1, device="flagos").device.index == 1
+    assert torch.flagos.current_device() == 0
+    torch.flagos.set_device("flagos:1")
+    try:
+        assert torch.flagos.current_device() == 1
+    finally:
+        torch.flagos.set_device(0)
+
+
+def test_properties_tell_inductor_what_it_needs():
+    p = torch.flagos.get_device_properties(0)
+    assert p.multi_processor_count >= 1
+    assert p.warp_size == 32
+    assert p.max_threads_per_block >= 128
+    assert p.L2_cache_size >= 64 * 1024
+    assert p.total_memory > 0
+    assert torch.flagos.get_device_capability(0) == (p.major, p.minor)
+    assert "host" in torch.flagos.get_device_name(0)
+
+
+def test_device_index_out_of_range_is_a_clear_error():
+    with pytest.raises(IndexError, match=r"flagos:5 is out of range: this machine has 2 flagos device\(s\)"):
+        torch.empty(2, device="flagos:5")
+    with pytest.raises(IndexError, match="flagos:7 is out of range"):
+        torch.flagos.set_device(7)
+    with pytest.raises(IndexError, match="out of range"):
+        torch.flagos.get_device_properties(3)
+
+
+def test_synchronize():
+    torch.flagos.synchronize()
+    torch.flagos.synchronize(1)
+    torch.flagos.synchronize("flagos:0")
+
+
+def test_plain_import_torch_autoloads_flagos(python_subprocess):
+    r = python_subprocess(
+        """
+        import torch
+        x = torch.ones(3, device="flagos") * 2
+        print(x.device, x.sum().item(), torch.flagos.device_count())
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["flagos:0", "6.0", "2"]
+
+
+def test_autoload_can_be_disabled(python_subprocess):
+    r = python_subprocess(
+        """
+        import sys, torch
+        print(hasattr(torch, "flagos"), "torch_fl" in sys.modules)
+        """,
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
+
+
+def test_import_torch_fl_first_works(python_subprocess):
+    r = python_subprocess("import torch_fl, torch; print(torch.zeros(2, device='flagos').device)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "flagos:0"
+
+
+def test_host_device_count_is_configurable(python_subprocess):
+    r = python_subprocess("import torch; print(torch.flagos.device_count())", env={"FLAGOS_HOST_DEVICE_COUNT": "3"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "3"
+
+
+def test_bad_host_device_count_says_what_to_fix(python_subprocess):
+    r = python_subprocess(
+        "import torch; print(torch.flagos.device_count(), torch.flagos.is_available())",
+        env={"FLAGOS_HOST_DEVICE_COUNT": "many"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["0", "False"]
+    assert "FLAGOS_HOST_DEVICE_COUNT (1..64)" in r.stderr
+
+
+def test_unknown_accelerator_name_lists_the_choices(python_subprocess):
+    r = python_subprocess("import torch_fl", env={"FLAGOS_ACCELERATOR": "tpu", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert r.returncode != 0
+    assert "FLAGOS_ACCELERATOR='tpu' is not an accelerator of this build; choose one of: host" in r.stderr

@@ -1,0 +1,115 @@
+"""The caching allocator: statistics, cache, out-of-memory."""
+
+import gc
+
+import pytest
+import torch
+
+
+def _stats():
+    gc.collect()
+    return torch.flagos.memory_allocated(0), torch.flagos.memory_reserved(0)
+
+
+def test_stats_return_to_baseline_after_frees():
+    base_allocated, _ = _stats()
+    tensors = [torch.empty(1000 + i, device="flagos") for i in range(10)]
+    allocated, reserved = _stats()
+    assert allocated >= base_allocated + sum(t.numel() * 4 for t in tensors)
+    assert reserved >= allocated
+    del tensors
+    assert _stats()[0] == base_allocated
+
+
+def test_outputs_of_eager_kernels_are_counted_and_released():
+    base, _ = _stats()
+    x = torch.randn(1 << 16, device="flagos")
+    y = torch.sort(x).values  # allocated by the compute device's kernel, adopted without a copy
+    assert torch.flagos.memory_allocated() >= base + 2 * x.numel() * 4
+    del x, y
+    assert _stats()[0] == base
+
+
+def test_peak_and_reset():
+    torch.flagos.reset_peak_memory_stats()
+    base = torch.flagos.max_memory_allocated()
+    x = torch.empty(1 << 18, device="flagos")
+    peak = torch.flagos.max_memory_allocated()
+    assert peak >= base + (1 << 20)
+    del x
+    gc.collect()
+    assert torch.flagos.max_memory_allocated() == peak
+    torch.flagos.reset_peak_memory_stats()
+    assert torch.flagos.max_memory_allocated() < peak
+
+
+def test_cache_is_reused_and_emptied():
+    x = torch.empty(1 << 18, device="flagos")
+    ptr = x.data_ptr()
+    del x
+    y = torch.empty(1 << 18, device="flagos")
+    assert y.data_ptr() == ptr, "a freed block of the same size should be reused"
+    del y
+    gc.collect()
+    cached = torch.flagos.memory_reserved() - torch.flagos.memory_allocated()
+    assert cached >= 1 << 20
+    torch.flagos.empty_cache()
+    assert torch.flagos.memory_reserved() - torch.flagos.memory_allocated() < cached
+
+
+def test_memory_stats_keys_follow_torch_cuda():
+    stats = torch.flagos.memory_stats()
+    for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current", "num_ooms"):
+        assert key in stats
+    free, total = torch.flagos.mem_get_info()
+    assert 0 < free <= total
+
+
+def test_devices_have_separate_stats():
+    before = torch.flagos.memory_allocated(1)
+    x = torch.empty(1 << 16, device="flagos:1")
+    assert torch.flagos.memory_allocated(1) >= before + (1 << 18)
+    del x
+
+
+OOM_SCRIPT = """
+import torch
+x = torch.empty(6 << 20, dtype=torch.uint8, device="flagos")
+try:
+    torch.empty(8 << 20, dtype=torch.uint8, device="flagos")
+except torch.OutOfMemoryError as e:
+    print("OOM:", str(e).splitlines()[0])
+try:
+    torch.randn(3 << 20, device="flagos").sort()
+except torch.OutOfMemoryError as e:
+    print("OOM2:", str(e).splitlines()[0])
+del x
+y = torch.empty(8 << 20, dtype=torch.uint8, device="flagos")
+print("usable:", y.numel(), torch.flagos.memory_stats()["num_ooms"])
+"""
+
+
+def test_out_of_memory_is_torch_oom_with_sizes_and_recoverable(python_subprocess):
+    r = python_subprocess(OOM_SCRIPT, env={"FLAGOS_HOST_MEMORY_LIMIT": "10M"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("OOM: flagos: out of memory on flagos:0: tried to allocate 8.00 MiB; 6.00 MiB")
+    assert "device capacity 10.00 MiB" in lines[0]
+    assert lines[1].startswith("OOM2: flagos: out of memory on flagos:0")
+    assert lines[2] == f"usable: {8 << 20} 2"
+
+
+def test_memory_limit_is_the_device_capacity(python_subprocess):
+    r = python_subprocess(
+        "import torch; print(torch.flagos.get_device_properties(0).total_memory, torch.flagos.mem_get_info()[1])",
+        env={"FLAGOS_HOST_MEMORY_LIMIT": "512M"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(512 << 20)] * 2
+
+
+@pytest.mark.parametrize("bad", ["lots", "12X"])
+def test_bad_memory_limit_is_reported(python_subprocess, bad):
+    r = python_subprocess("import torch; print(torch.flagos.device_count())", env={"FLAGOS_HOST_MEMORY_LIMIT": bad})
+    assert r.stdout.strip() == "0"
+    assert "FLAGOS_HOST_MEMORY_LIMIT (e.g. 512M, 2G)" in r.stderr
