@@ -32,7 +32,8 @@ c10::Device compute_device(c10::DeviceIndex index) {
 }
 
 c10::DispatchKeySet compute_keys(c10::DeviceIndex index) {
-  return c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(index)));
+  static const c10::DispatchKeySet keys(c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(0)));
+  return keys;  // the backend key does not depend on the index
 }
 
 c10::DeviceIndex index_or_current(std::optional<c10::Device> device) {
@@ -57,10 +58,10 @@ at::Tensor tensor_over(c10::Storage storage, c10::DispatchKeySet keys, const at:
 // memory; resizable, so kernels that grow an out= tensor can (their new
 // memory is adopted afterwards).
 c10::Storage alias_storage(const c10::Storage& storage, c10::DeviceIndex index) {
-  c10::Device device = compute_device(index);
+  static c10::Allocator* const compute_allocator = c10::GetAllocator(compute_device_type());
   return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                      c10::DataPtr(storage.unsafeGetStorageImpl()->data_ptr().get(), device),
-                      c10::GetAllocator(device.type()), /*resizable=*/true);
+                      c10::DataPtr(storage.unsafeGetStorageImpl()->data_ptr().get(), compute_device(index)),
+                      compute_allocator, /*resizable=*/true);
 }
 
 c10::Storage adopted_storage(const c10::Storage& compute_storage, c10::DeviceIndex index) {
@@ -309,8 +310,10 @@ class Aliases {
  private:
   const c10::OperatorHandle& op_;
   std::optional<c10::DeviceIndex> index_;
-  std::vector<std::pair<c10::Storage, c10::Storage>> storages_;  // (flagos, compute)
-  std::vector<std::pair<at::Tensor, at::Tensor>> tensors_;       // (compute view, flagos)
+  // Small inline vectors: most ops have a handful of tensors, and the
+  // per-call heap traffic shows up in small-op overhead.
+  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;  // (flagos, compute)
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> tensors_;       // (compute view, flagos)
 };
 
 bool is_generator_arg(const c10::Argument& arg) {
@@ -362,7 +365,7 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   c10::DeviceGuard guard(c10::Device(kDeviceType, index));
 
   // Pass 2: replace flagos tensors, devices and generators by compute-device ones.
-  std::vector<size_t> written;
+  c10::SmallVector<size_t, 2> written;
   for (size_t i = 0; i < num_args; ++i) {
     c10::IValue& v = (*stack)[first + i];
     if (v.isTensor()) {
@@ -401,7 +404,7 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   // Keep the compute-device views of written arguments for write-back.
-  std::vector<at::Tensor> written_views;
+  c10::SmallVector<at::Tensor, 2> written_views;
   for (size_t i : written) written_views.push_back((*stack)[first + i].toTensor());
 
   try {

@@ -89,7 +89,7 @@ class CachingAllocator final : public c10::Allocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       DeviceStats& s = stats_for(device);
-      uint64_t capacity = device_properties(device).total_memory;
+      uint64_t capacity = capacity_of(device);
       if (static_cast<uint64_t>(s.reserved) + size > capacity) {
         release_cached(device);
       }
@@ -124,6 +124,13 @@ class CachingAllocator final : public c10::Allocator {
   }
 
  private:
+  // The device's total memory; asked once (properties can be costly to read).
+  uint64_t capacity_of(c10::DeviceIndex device) {
+    if (capacity_.size() <= static_cast<size_t>(device)) capacity_.resize(device + 1, 0);
+    if (capacity_[device] == 0) capacity_[device] = device_properties(device).total_memory;
+    return capacity_[device];
+  }
+
   DeviceStats& stats_for(c10::DeviceIndex device) {
     if (stats_.size() <= static_cast<size_t>(device)) stats_.resize(device + 1);
     return stats_[device];
@@ -233,6 +240,7 @@ class CachingAllocator final : public c10::Allocator {
   std::unordered_map<void*, c10::DeviceIndex> owners_;  // adopted pointers
   std::vector<std::multimap<size_t, void*>> cached_;
   std::vector<DeviceStats> stats_;
+  std::vector<uint64_t> capacity_;
 };
 
 }  // namespace
