@@ -27,4 +27,8 @@ from ._registration import register as _register  # noqa: E402
 
 flagos = _register()
 
+from .compile import install as _install_compile  # noqa: E402
+
+_install_compile()
+
 __all__ = ["flagos"]

@@ -97,6 +97,11 @@ PYBIND11_MODULE(_C, m) {
     return reinterpret_cast<uintptr_t>(flagos::native_stream(unpack(id, i)));
   });
 
+  // What compiled code passes to kernel launches: the current stream's handle.
+  m.def("_current_raw_stream", [](int i) {
+    return reinterpret_cast<uintptr_t>(flagos::native_stream(flagos::current_stream(static_cast<c10::DeviceIndex>(i))));
+  });
+
   m.def("_default_generator", [](int i) {
     const at::Generator& g = flagos::default_generator(static_cast<c10::DeviceIndex>(i));
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(g));

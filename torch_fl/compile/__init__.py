@@ -1,0 +1,58 @@
+"""torch.compile integration: flagos as a first-class inductor GPU device.
+
+inductor generates Triton kernels for flagos tensors (compiled by the flagos
+Triton back end on the host accelerator), autotunes them with flagos events
+and compiles them in parallel worker processes.
+"""
+
+import torch
+
+from ._after_import import call_after_import
+
+DEVICE_TYPE = "flagos"
+_registered = False
+
+
+def device_has_triton() -> bool:
+    """Whether flagos kernels can be compiled by Triton in this process."""
+    if not torch.flagos.is_available():
+        return False
+    try:
+        import triton.backends
+    except ImportError:
+        return False
+    wanted = "nvidia" if torch.flagos.accelerator_name() == "cuda" else DEVICE_TYPE
+    return wanted in triton.backends.backends
+
+
+def register() -> None:
+    """Registers flagos with dynamo and inductor (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    from torch._dynamo.device_interface import register_interface_for_device
+    from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    from . import _inductor_adapter as adapter
+    from .backend import register_dynamo_backend
+    from .device_interface import FlagosInterface
+    from .op_overrides import FlagosDeviceOpOverrides
+    from .scheduling import FlagosScheduling
+
+    register_interface_for_device(DEVICE_TYPE, FlagosInterface)
+    for index in range(torch.flagos.device_count()):
+        register_interface_for_device(f"{DEVICE_TYPE}:{index}", FlagosInterface)
+    adapter.initialize_builtin_device_op_overrides()
+    register_device_op_overrides(DEVICE_TYPE, FlagosDeviceOpOverrides())
+    register_backend_for_device(DEVICE_TYPE, FlagosScheduling, PythonWrapperCodegen)
+    adapter.add_gpu_type(DEVICE_TYPE)
+    adapter.make_has_triton_see_device(device_has_triton)
+    adapter.time_benchmarks_with_device_events(DEVICE_TYPE)
+    register_dynamo_backend()
+
+
+def install() -> None:
+    """Register as soon as torch._dynamo is imported (now, if it already is)."""
+    call_after_import("torch._dynamo", register)

@@ -1,0 +1,155 @@
+"""Every version-sensitive touch of torch internals that flagos needs, in one place.
+
+Each function names the upstream code it works around (torch 2.11 - 2.13) and
+changes behaviour only for the flagos device type.
+"""
+
+import statistics
+import types
+
+import torch
+
+
+def add_gpu_type(device_type: str) -> None:
+    """Make inductor treat ``device_type`` as a GPU (is_gpu, autotuning, Triton codegen).
+
+    torch/_inductor/utils.py: ``GPU_TYPES`` is a list that other modules
+    imported by object (fx_passes/freezing_patterns.py), so it is extended in
+    place. ``get_gpu_type()`` is ``functools.cache``d and asserts that at most
+    one of ``GPU_TYPES`` is available: where another GPU is present (cuda on a
+    GPU machine) it is resolved first, so it keeps answering that GPU;
+    otherwise its cache is cleared so it can answer ``device_type``.
+    """
+    from torch._inductor import utils
+
+    if device_type in utils.GPU_TYPES:
+        return
+    others = [t for t in utils.GPU_TYPES if getattr(getattr(torch, t, None), "is_available", lambda: False)()]
+    if others:
+        utils.get_gpu_type()
+    utils.GPU_TYPES.append(device_type)
+    if not others:
+        utils.get_gpu_type.cache_clear()
+
+
+def _has_triton_or_flagos():
+    # Runs with torch.utils._triton's globals (see make_has_triton_see_device).
+    return _flagos_original_has_triton() or _flagos_device_has_triton()  # noqa: F821
+
+
+def make_has_triton_see_device(device_has_triton) -> None:
+    """Let ``torch.utils._triton.has_triton()`` count a flagos device.
+
+    torch/utils/_triton.py: ``has_triton`` is ``functools.cache``d, checks a
+    hard-coded set of devices (cuda, xpu, cpu, mtia), and is imported *by name*
+    into inductor's scheduler, compile_fx, pad_mm, autotune_cache and dynamo's
+    utils, so rebinding the module attribute would reach none of them. All of
+    them hold the same cache wrapper, which calls one function object: its code
+    is replaced in place by "the original answer, or the flagos device has
+    Triton", and the cache is cleared.
+    """
+    import torch.utils._triton as ut
+
+    if getattr(ut, "_flagos_original_has_triton", None) is not None:
+        return
+    wrapped = ut.has_triton.__wrapped__
+    ut._flagos_original_has_triton = types.FunctionType(
+        wrapped.__code__, wrapped.__globals__, wrapped.__name__, wrapped.__defaults__, wrapped.__closure__
+    )
+    ut._flagos_device_has_triton = device_has_triton
+    wrapped.__code__ = _has_triton_or_flagos.__code__
+    ut.has_triton.cache_clear()
+
+
+def time_with_events(fn, *, warmup: float, rep: float, device_type: str) -> float:
+    """Median milliseconds of ``fn`` timed by the device's own events.
+
+    The same algorithm as torch 2.13's InductorBenchmarker.benchmark_gpu:
+    estimate with a few runs, then time ``rep`` ms worth of runs, each after
+    flushing an L2-sized buffer.
+    """
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    interface = get_interface_for_device(device_type)
+    l2_bytes = interface.get_device_properties(interface.current_device()).L2_cache_size
+    flush = torch.empty(max(l2_bytes // 4, 1), dtype=torch.int, device=device_type)
+
+    def timed(iterations):
+        pairs = [(interface.Event(enable_timing=True), interface.Event(enable_timing=True)) for _ in range(iterations)]
+        for start, end in pairs:
+            flush.zero_()
+            start.record()
+            fn()
+            end.record()
+        interface.synchronize()
+        return [start.elapsed_time(end) for start, end in pairs]
+
+    interface.synchronize()
+    estimate = min(timed(3))
+    warmup_iters = max(int(warmup / max(estimate, 1e-3)), 1)
+    for _ in range(min(warmup_iters, 10)):
+        fn()
+    iterations = max(min(int(rep / max(estimate, 1e-3)), 100), 1)
+    return statistics.median(timed(iterations))
+
+
+def time_benchmarks_with_device_events(device_type: str) -> None:
+    """Route inductor's benchmarking of ``device_type`` kernels to the device's events.
+
+    torch/_inductor/runtime/benchmarking.py: ``Benchmarker.benchmark`` sends
+    any device it does not know to ``benchmark_gpu`` without a device type,
+    which falls back to "cuda" and ``torch.cuda.Event`` -- on a CPU-only wheel
+    the dummy class ("Tried to instantiate dummy base class Event").
+    - torch 2.13 has ``register_benchmarker``: register one that calls
+      inductor's own ``benchmark_gpu(device_type=...)``, whose
+      ``get_event_pairs`` builds the device interface's ``Event``.
+    - torch 2.11 has no registry and a CUDA-only ``InductorBenchmarker``: the
+      shared ``benchmarker`` singleton (imported by name in triton_heuristics,
+      autotune_process, ir, select_algorithm...) gets an instance-level
+      ``benchmark`` that times ``device_type`` work with ``time_with_events``
+      and hands everything else to the original method.
+    """
+    from torch._inductor.runtime import benchmarking
+
+    register = getattr(benchmarking, "register_benchmarker", None)
+    if register is not None:
+
+        def bench(self, fn, *, warmup, rep, **kwargs):
+            kwargs.setdefault("device_type", device_type)
+            return self.benchmark_gpu(fn, warmup=warmup, rep=rep, **kwargs)
+
+        register(device_type, bench, override=True)
+        return
+
+    singleton = benchmarking.benchmarker
+    if getattr(singleton, "_flagos_device_type", None) == device_type:
+        return
+    original = singleton.benchmark
+    config = __import__("torch._inductor.config", fromlist=["config"])
+
+    def benchmark(fn, fn_args=None, fn_kwargs=None, device=None, **kwargs):
+        target = torch.device(device) if isinstance(device, str) else device
+        if target is None and (fn_args or fn_kwargs):
+            target = singleton.infer_device(*(fn_args or ()), **(fn_kwargs or {}))
+        if target is None or target.type != device_type:
+            return original(fn, fn_args, fn_kwargs, device=device, **kwargs)
+        call = fn if not (fn_args or fn_kwargs) else (lambda: fn(*(fn_args or ()), **(fn_kwargs or {})))
+        warmup = kwargs.pop("warmup", config.inductor_default_autotune_warmup)
+        rep = kwargs.pop("rep", config.inductor_default_autotune_rep)
+        return time_with_events(call, warmup=warmup, rep=rep, device_type=device_type)
+
+    singleton.benchmark = benchmark
+    singleton._flagos_device_type = device_type
+
+
+def initialize_builtin_device_op_overrides() -> None:
+    """Load inductor's built-in cuda/cpu/... op overrides before adding flagos's.
+
+    torch 2.11 torch/_inductor/codegen/common.py: ``get_device_op_overrides``
+    imports the built-in overrides only while the registry is *empty*, so a
+    device registered first would leave cuda with none. 2.13 uses a flag;
+    calling it first is harmless there.
+    """
+    from torch._inductor.codegen.common import get_device_op_overrides
+
+    get_device_op_overrides("cpu")

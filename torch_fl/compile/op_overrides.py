@@ -1,0 +1,21 @@
+"""The source snippets inductor's Python wrapper emits for flagos (device, stream, sync)."""
+
+from torch._inductor.codegen.common import DeviceOpOverrides
+
+
+class FlagosDeviceOpOverrides(DeviceOpOverrides):
+    def import_get_raw_stream_as(self, name: str) -> str:
+        # The current flagos stream, read at every call: never a cached constant.
+        return f"from torch_fl.compile.device_interface import get_raw_stream as {name}"
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.flagos.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.flagos.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.flagos.device({device_idx})"
+
+    def current_stream(self) -> str:
+        return "torch.flagos.current_stream()"
