@@ -28,8 +28,11 @@ $(REGISTERED): $(DEPS) pyproject.toml setup.py
 build: $(REGISTERED)
 	$(PY) setup.py -q build_ext --inplace -j 2
 
+# The compile tests run in one invocation on purpose: the worker pool is lazy
+# and shared, so one file alone can be served before the pool is up.
 test: build
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests --ignore=tests/integration $(PYTEST_ARGS)
+	$(PY) -m pytest -p flagos --flagos-device=flagos tests/integration $(PYTEST_ARGS)
 
 smoke: build
 	$(PY) -m torch_fl.smoke
