@@ -36,7 +36,6 @@ def register() -> None:
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
     from . import _inductor_adapter as adapter
-    from .backend import register_dynamo_backend
     from .device_interface import FlagosInterface
     from .op_overrides import FlagosDeviceOpOverrides
     from .scheduling import FlagosScheduling
@@ -50,9 +49,13 @@ def register() -> None:
     adapter.add_gpu_type(DEVICE_TYPE)
     adapter.make_has_triton_see_device(device_has_triton)
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)
-    register_dynamo_backend()
 
 
 def install() -> None:
-    """Register as soon as torch._dynamo is imported (now, if it already is)."""
+    """Register as soon as torch._dynamo is imported (now, if it already is).
+
+    Backstops: inductor's own privateuse1 hook (``torch.flagos.Scheduling``,
+    looked up when the first graph is lowered) and ``backend="flagos"`` (the
+    ``torch_dynamo_backends`` entry point) both call ``register()`` too.
+    """
     call_after_import("torch._dynamo", register)

@@ -7,16 +7,12 @@ def flagos(graph_module, example_inputs, mode=None, options=None):
     """Compile with inductor; ``mode`` and ``options`` mean what they mean for ``backend="inductor"``."""
     from torch._inductor.async_compile import maybe_warm_pool
 
+    from . import register
     from .workers import ensure_workers_see_flagos
 
+    register()
     ensure_workers_see_flagos()
     maybe_warm_pool()
     compiler = torch._TorchCompileInductorWrapper(mode, options, None)
     return compiler(graph_module, example_inputs)
 
-
-def register_dynamo_backend() -> None:
-    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
-
-    if "flagos" not in _COMPILER_FNS:
-        register_backend(flagos, name="flagos")

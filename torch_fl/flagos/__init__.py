@@ -58,3 +58,19 @@ from .streams import (
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+
+def __getattr__(name):
+    # inductor's init_backend_registration() asks the privateuse1 device
+    # module for "Scheduling" when it lowers its first graph: the backstop
+    # that registers flagos with inductor if the import hook has not yet.
+    if name == "Scheduling":
+        from ..compile import register
+
+        register()
+        from ..compile.scheduling import FlagosScheduling
+
+        return FlagosScheduling
+    if name in ("PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
+        return None  # registered explicitly by torch_fl.compile.register
+    raise AttributeError(f"module 'torch.flagos' has no attribute {name!r}")
