@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/view_native.h>
@@ -179,9 +180,28 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 // Convolution: for a device outside CPU/CUDA/MKLDNN, aten::_convolution
 // routes to the *_overrideable ops, whose default kernels only raise. Here they
 // run the compute device's own convolution on views of the same memory.
+//
+// Strides: fake tensors (what inductor plans with) predict a convolution's
+// output layout with _determine_backend_memory_format(input, weight,
+// backend), and for a flagos tensor the backend is Overrideable. The compute
+// device may choose otherwise (the CPU keeps channels_last), which is the
+// change request's stride-mismatch bug; so results are laid out in the format
+// that same function names for Overrideable.
 at::Tensor adopt_result(const at::Tensor& r, c10::DeviceIndex index) {
   if (!r.defined()) return r;
   return tensor_over(adopted_storage(r.storage(), index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+}
+
+at::MemoryFormat predicted_conv_format(const at::Tensor& input, const at::Tensor& weight) {
+  at::MemoryFormat format =
+      at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+  bool fits = (format == at::MemoryFormat::ChannelsLast && input.dim() == 4) ||
+              (format == at::MemoryFormat::ChannelsLast3d && input.dim() == 5);
+  return fits ? format : at::MemoryFormat::Contiguous;
+}
+
+at::Tensor in_format(const at::Tensor& t, at::MemoryFormat format) {
+  return t.defined() && !t.is_contiguous(format) ? t.contiguous(format) : t;
 }
 
 std::optional<at::Tensor> as_compute_opt(const std::optional<at::Tensor>& t) {
@@ -202,7 +222,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   c10::DeviceGuard guard(input.device());
   at::Tensor out = at::convolution(as_compute(input), as_compute(weight), as_compute_opt(bias), stride, padding,
                                    dilation, transposed, output_padding, groups);
-  return adopt_result(out, input.device().index());
+  return adopt_result(in_format(out, predicted_conv_format(input, weight)), input.device().index());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
@@ -217,7 +237,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
                                                bias_sizes, stride, padding, dilation, transposed, output_padding,
                                                groups, output_mask);
   c10::DeviceIndex index = input.device().index();
-  return {adopt_result(gi, index), adopt_result(gw, index), adopt_result(gb, index)};
+  at::MemoryFormat format = predicted_conv_format(input, weight);
+  return {adopt_result(in_format(gi, format), index), adopt_result(in_format(gw, format), index),
+          adopt_result(gb, index)};
 }
 
 // Dropout: the compute device's kernel draws its mask from the compute

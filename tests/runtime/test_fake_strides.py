@@ -1,0 +1,41 @@
+"""Fake (meta) strides agree with what the flagos kernels produce.
+
+inductor plans buffers from fake tensors; a real kernel that returns other
+strides than its fake counterpart makes compiled code reject the graph (the
+change request's unfixed convolution bug). CrossRefFakeMode runs every op
+both ways and fails on any mismatch.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_utils import CrossRefFakeMode
+
+CL = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+CONVS = {
+    "conv1d": (F.conv1d, (2, 4, 9), (6, 4, 3), {}),
+    "conv2d": (F.conv2d, (2, 4, 9, 9), (6, 4, 3, 3), {"padding": 1}),
+    "conv3d": (F.conv3d, (1, 4, 5, 5, 5), (6, 4, 3, 3, 3), {}),
+    "grouped": (F.conv2d, (2, 4, 9, 9), (6, 2, 3, 3), {"groups": 2}),
+    "depthwise": (F.conv2d, (2, 4, 9, 9), (4, 1, 3, 3), {"groups": 4, "stride": 2}),
+    "transposed2d": (F.conv_transpose2d, (2, 4, 5, 5), (4, 6, 3, 3), {"stride": 2}),
+    "transposed3d": (F.conv_transpose3d, (1, 4, 3, 3, 3), (4, 2, 2, 2, 2), {}),
+}
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+@pytest.mark.parametrize("name", sorted(CONVS))
+def test_convolution_forward_and_backward_strides(name, channels_last):
+    fn, x_shape, w_shape, kwargs = CONVS[name]
+    x = torch.randn(x_shape, device="flagos")
+    w = torch.randn(w_shape, device="flagos")
+    if channels_last and x.dim() in CL:
+        x = x.to(memory_format=CL[x.dim()])
+        w = w.to(memory_format=CL[w.dim()])
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    bias = torch.randn(w_shape[1] * kwargs.get("groups", 1) if "transposed" in name else w_shape[0], device="flagos")
+    with CrossRefFakeMode():
+        out = fn(x, w, bias, **kwargs)
+        out.backward(torch.ones_like(out))
