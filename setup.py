@@ -6,8 +6,12 @@ files live in build/ so rebuilds only recompile what changed.
 import glob
 import os
 
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+# Building torch_fl must not load torch_fl: an installed (editable) torch_fl
+# whose extension is not built yet would make torch's backend autoload fail.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+from setuptools import setup  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
