@@ -34,7 +34,7 @@ setup(
             name="torch_fl._C",
             sources=[os.path.relpath(s, ROOT) for s in sources()],
             include_dirs=[os.path.join(ROOT, "csrc", "include"), os.path.join(ROOT, "csrc")],
-            extra_compile_args={"cxx": ["-O2", "-fvisibility=hidden", "-Wall", "-Wno-unused-parameter"]},
+            extra_compile_args={"cxx": ["-O2", "-Wall", "-Wno-unused-parameter"]},
         )
     ],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
