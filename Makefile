@@ -9,7 +9,7 @@ REGISTERED := $(VENV)/.flagos-registered
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
 PYTEST_ARGS ?=
 
-.PHONY: build test conformance smoke bench clean
+.PHONY: build test conformance smoke bench clean lint docs ci-configs
 
 # torch 2.13.0 is the CPU wheel that lies on this machine's disk (pip's
 # find-links); naming the exact version keeps a resolver from pulling a CUDA build.
@@ -38,6 +38,23 @@ smoke: build
 	$(PY) -m torch_fl.smoke
 
 conformance: smoke
+
+# Lint, docs and the CI manifests: light tools in the same venv, without torch.
+TOOLS := $(VENV)/.flagos-tools
+$(TOOLS):
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q ruff==0.17.6 mkdocs==1.6.1
+	touch $@
+
+lint: $(TOOLS)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+docs: $(TOOLS)
+	$(VENV)/bin/mkdocs build --strict
+
+ci-configs:
+	python3 .github/scripts/accelerators.py validate
 
 bench: build
 	$(PY) benchmarks/bench_eager.py

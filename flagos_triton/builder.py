@@ -147,8 +147,8 @@ class HostBuilder(InterpreterBuilder):
         data = arg.data
         return TensorHandle(data.reshape(data.shape[0], -1)[:, 0].copy(), arg.dtype.scalar)
 
-    create_reshape = lambda self, arg, shape, allow_reorder: TensorHandle(
-        arg.data.reshape(arg.data.shape[:1] + tuple(shape)), arg.dtype.scalar)
+    def create_reshape(self, arg, shape, allow_reorder):
+        return TensorHandle(arg.data.reshape(arg.data.shape[:1] + tuple(shape)), arg.dtype.scalar)
 
     def create_trans(self, arg, perm):
         return TensorHandle(np.transpose(arg.data, (0, ) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
@@ -334,8 +334,11 @@ class HostBuilder(InterpreterBuilder):
     # -- elementwise fixes -------------------------------------------------------
     # LLVM's minnum/maxnum return the non-NaN operand (numpy's fmin/fmax); the
     # interpreter uses np.minimum/np.maximum, which propagate NaN.
-    create_minnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)
-    create_maxnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmax)
+    def create_minnumf(self, lhs, rhs):
+        return self.binary_op(lhs, rhs, np.fmin)
+
+    def create_maxnumf(self, lhs, rhs):
+        return self.binary_op(lhs, rhs, np.fmax)
 
     def create_ashr(self, lhs, rhs):
         from triton.runtime.interpreter import _get_signed_np_dtype

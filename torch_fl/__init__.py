@@ -20,7 +20,7 @@ def _autoload():
     """
 
 
-import torch  # noqa: E402
+import torch  # noqa: E402,F401  (torch first: _C links against it)
 
 from . import _C  # noqa: E402,F401  (registers the device's kernels, guard, hooks, allocator)
 from ._registration import register as _register  # noqa: E402
