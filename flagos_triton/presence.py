@@ -8,13 +8,29 @@ torch_fl (and torch) into every process that imports triton. A compile
 worker sees flagos when torch autoloads torch_fl (the ``torch.backends``
 entry point) or when it inherited it (fork). Tests monkeypatch
 ``host_accelerator_active``.
+
+Triton allows one active GPU driver per process. Where a real GPU is
+available (CUDA or ROCm through torch.cuda), its driver keeps the process: an
+installed flagos must never break a machine's own Triton kernels. Compiling
+for the flagos host accelerator on such a machine needs the GPU hidden
+(``CUDA_VISIBLE_DEVICES=""``); the cuda accelerator uses Triton's NVIDIA back
+end instead.
 """
 
 import sys
 
 
+def _gpu_available() -> bool:
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        return bool(cuda is not None and cuda.is_available())
+    except Exception:
+        return False
+
+
 def host_accelerator_active() -> bool:
-    """True when ``torch_fl._C`` is loaded and reports the accelerator ``"host"``."""
+    """True when ``torch_fl._C`` is loaded, reports the accelerator ``"host"``, and no GPU claims Triton."""
     runtime = sys.modules.get("torch_fl._C")
     if runtime is None:
         return False
@@ -22,6 +38,6 @@ def host_accelerator_active() -> bool:
     if name_fn is None:
         return False
     try:
-        return name_fn() == "host"
+        return name_fn() == "host" and not _gpu_available()
     except Exception:
         return False

@@ -137,3 +137,14 @@ def test_compiled_kernel_metadata(compile_kernel):
     assert set(k.asm) >= {"ttir", "flagosbin"}
     assert "tt.func" in k.asm["ttir"]
     assert isinstance(k.kernel, bytes)
+
+
+def test_a_real_gpu_keeps_triton(monkeypatch):
+    """Where torch.cuda has a GPU, the flagos host driver stands down (one active driver per process)."""
+    import torch
+
+    monkeypatch.setitem(sys.modules, "torch_fl._C", types.SimpleNamespace(_accelerator_name=lambda: "host"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert presence.host_accelerator_active() is False
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert presence.host_accelerator_active() is True

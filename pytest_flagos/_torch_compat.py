@@ -1,0 +1,187 @@
+"""The one place the plugin touches torch internals.
+
+Every name is looked up with getattr so the plugin works on torch 2.11 through
+2.13; each function names the upstream code it relies on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Iterator
+
+
+def dynamo_counters() -> Any:
+    """torch._dynamo.utils.counters: the Counter-of-Counters dynamo and inductor fill."""
+    from torch._dynamo.utils import counters
+
+    return counters
+
+
+def reset_dynamo() -> None:
+    """torch._dynamo.reset() and clear counters: no cached graphs, no stale statistics."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    dynamo_counters().clear()
+
+
+def fresh_cache(dir: str) -> Any:
+    """torch._inductor.utils.fresh_cache (named fresh_inductor_cache before torch 2.8):
+    a new TORCHINDUCTOR_CACHE_DIR under `dir` with TRITON_CACHE_DIR inside it, in-memory
+    caches cleared on entry and exit, environment restored on exit."""
+    from torch._inductor import utils
+
+    factory = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
+    return factory(dir=dir, delete=False)
+
+
+# --- compile worker pool (torch/_inductor/async_compile.py, compile_worker/) ---------------
+
+
+def async_compile() -> Any:
+    from torch._inductor import async_compile as module
+
+    return module
+
+
+def inductor_config() -> Any:
+    from torch._inductor import config
+
+    return config
+
+
+def compile_threads() -> int:
+    """async_compile.get_compile_threads(): config.compile_threads, decided lazily in fbcode."""
+    module = async_compile()
+    getter = getattr(module, "get_compile_threads", None)
+    if getter is not None:
+        return int(getter())
+    return int(inductor_config().compile_threads)
+
+
+def process_pool_allowed() -> bool:
+    """async_compile._process_pool_allowed(): multiprocessing daemons may not start pools
+    (except the subprocess start method, whose sidecar is a plain Popen)."""
+    check = getattr(async_compile(), "_process_pool_allowed", None)
+    return True if check is None else bool(check())
+
+
+def live_pools() -> list[Any]:
+    """async_compile._pool_set: every pool AsyncCompile.process_pool() created and that
+    shutdown_compile_workers() has not shut down yet."""
+    return list(getattr(async_compile(), "_pool_set", ()))
+
+
+def shutdown_pools() -> None:
+    """async_compile.shutdown_compile_workers(): shut every pool down and clear
+    AsyncCompile.process_pool's lru_cache, so the next use starts a new pool."""
+    async_compile().shutdown_compile_workers()
+
+
+def start_pool() -> Any:
+    """AsyncCompile.warm_pool() creates the pool (a SubprocPool's sidecar process starts) and
+    wakeup() tells the sidecar to start its workers; ready_future() then says when a worker
+    has answered."""
+    ac = async_compile().AsyncCompile
+    ac.warm_pool()
+    ac.wakeup()
+    return ac.process_pool()
+
+
+def ready_future() -> Any:
+    """AsyncCompile._ready_future: the pool's first job (AsyncCompile._get_ready), submitted
+    by use_process_pool(); done once a worker ran it. None if this torch lacks it."""
+    ac = async_compile().AsyncCompile
+    ac.use_process_pool()  # submits the ready job if it was not yet
+    return getattr(ac, "_ready_future", None)
+
+
+def pool_in_use() -> bool:
+    """AsyncCompile.use_process_pool(): True once the pool answered its ready job; from then
+    on inductor sends Triton compiles to the pool instead of compiling in-process."""
+    return bool(async_compile().AsyncCompile.use_process_pool())
+
+
+def pool_sidecar_pid(pool: Any) -> int | None:
+    """SubprocPool.process is the Popen of `python -m torch._inductor.compile_worker`."""
+    process = getattr(pool, "process", None)
+    return getattr(process, "pid", None)
+
+
+def pool_exit_status(pool: Any) -> int | None:
+    """The exit status of a SubprocPool's sidecar once it has exited, else None.
+
+    SubprocPool (compile_worker/subproc_pool.py) keeps the child's ends of both pipes open in
+    the parent, so its reader thread never sees EOF when the sidecar dies: pending futures
+    then never complete, and only polling the process shows the death."""
+    process = getattr(pool, "process", None)
+    return None if process is None else process.poll()
+
+
+def pool_is_running(pool: Any) -> bool:
+    """SubprocPool: `running` and a live sidecar; ProcessPoolExecutor: not broken or shut down."""
+    if hasattr(pool, "running"):
+        return bool(pool.running) and pool_exit_status(pool) is None
+    return not getattr(pool, "_broken", False) and not getattr(pool, "_shutdown_thread", False)
+
+
+def pool_receives_cache_env_per_task() -> bool:
+    """Since torch 2.6, AsyncCompile.triton passes TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR
+    with every job (runtime/compile_tasks._worker_compile_triton(load_kernel, extra_env, ...)),
+    so a pool started under another cache directory still compiles into the current one."""
+    try:
+        from torch._inductor.runtime.compile_tasks import _worker_compile_triton
+    except ImportError:
+        return False
+    return "extra_env" in inspect.signature(_worker_compile_triton).parameters
+
+
+def worker_logpath_option() -> str | None:
+    """config.torchinductor_worker_logpath (TORCHINDUCTOR_WORKER_LOGPATH): where a
+    SubprocPool's sidecar writes its stdout/stderr; None if this torch lacks it."""
+    config = inductor_config()
+    name = "torchinductor_worker_logpath"
+    return name if hasattr(config, name) else None
+
+
+@contextlib.contextmanager
+def record_pool_jobs(pool: Any) -> Iterator[list[tuple[str, Any]]]:
+    """Record (job name, future) of every job submitted to `pool` inside the block.
+
+    Wraps the submit method of this one pool object (an instance attribute, removed on
+    exit); SubprocPool.submit and ProcessPoolExecutor.submit both take (fn, *args)."""
+    jobs: list[tuple[str, Any]] = []
+    original: Callable[..., Any] = pool.submit
+
+    def submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        future = original(fn, *args, **kwargs)
+        jobs.append((getattr(fn, "__name__", type(fn).__name__), future))
+        return future
+
+    pool.submit = submit
+    try:
+        yield jobs
+    finally:
+        del pool.submit  # back to the class's method
+
+
+# --- config for repro scripts -----------------------------------------------------------------
+
+
+def config_codegen() -> list[str]:
+    """torch._dynamo.config / torch._inductor.config codegen_config(): Python lines that set
+    every option whose value differs from its default (what inductor's minifier writes)."""
+    import torch._dynamo.config as dynamo_config
+
+    lines: list[str] = []
+    for config in (dynamo_config, inductor_config()):
+        codegen = getattr(config, "codegen_config", None)
+        if codegen is None:
+            continue
+        try:
+            text = codegen()
+        except Exception:  # an option whose value cannot be written as Python
+            continue
+        lines.extend(line for line in text.splitlines() if line.strip())
+    return lines

@@ -1,0 +1,208 @@
+"""Resolution of --flagos-device into a torch.device.
+
+A name that is not a device is a usage error; a real device that this machine
+lacks is "unavailable" (the plugin skips every test, or errors under
+--flagos-strict). torch is imported here, so only call this when a device was
+given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import platform
+from typing import Any
+
+import pytest
+
+BUILTIN_DEVICE_TYPES = ("cpu", "cuda", "xpu", "mps")
+INDEXED_BUILTINS = ("cuda", "xpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedDevice:
+    spec: str  # as the user wrote it
+    device: Any  # torch.device
+    available: bool
+    unavailable_reason: str | None = None
+
+    @property
+    def type(self) -> str:
+        return self.device.type
+
+    @property
+    def module(self) -> Any:
+        """torch.<type> (torch.cuda, torch.flagos, ...), or None."""
+        import torch
+
+        return getattr(torch, self.device.type, None)
+
+    def properties(self) -> dict[str, Any]:
+        """The device's properties as plain JSON-able values (empty when unavailable)."""
+        if not self.available:
+            return {}
+        if self.type == "cpu":
+            return _cpu_properties()
+        get_props = getattr(self.module, "get_device_properties", None)
+        if get_props is None:
+            return {}
+        try:
+            props = get_props(self.device.index if self.device.index is not None else 0)
+        except Exception as exc:  # a vendor module may not implement it yet
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return _plain_attributes(props)
+
+    def name(self) -> str:
+        return str(self.properties().get("name") or self.type)
+
+
+def _cpu_properties() -> dict[str, Any]:
+    import torch
+
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    props: dict[str, Any] = {
+        "name": model or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
+    get_capability = getattr(torch.backends.cpu, "get_cpu_capability", None)
+    if get_capability is not None:
+        props["capability"] = get_capability()
+    return props
+
+
+def _plain_attributes(obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in dir(obj):
+        if name.startswith("_"):
+            continue
+        try:
+            value = getattr(obj, name)
+        except Exception:
+            continue
+        if callable(value):
+            continue
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[name] = value
+        elif isinstance(value, (tuple, list)):
+            out[name] = [v if isinstance(v, (bool, int, float, str)) else str(v) for v in value]
+        else:
+            out[name] = str(value)
+    return out
+
+
+def import_device_module(module_name: str | None) -> None:
+    if not module_name:
+        return
+    try:
+        importlib.import_module(module_name)
+    except BaseException as exc:  # SystemExit from a vendor package is a usage error too
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise pytest.UsageError(
+            f"flagos: --flagos-device-module={module_name} does not import: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _privateuse1_name() -> str | None:
+    import torch
+
+    name = torch._C._get_privateuse1_backend_name()
+    return None if name == "privateuseone" else name
+
+
+def _try_autoload_flagos() -> str | None:
+    """torch autoloads torch_fl through its torch.backends entry point once the project
+    is installed; from a source checkout it may not have. Returns an import error text."""
+    import torch
+
+    if hasattr(torch, "flagos"):
+        return None
+    try:
+        importlib.import_module("torch_fl")
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _parse(spec: str) -> tuple[str, int | None]:
+    name, sep, index_text = spec.strip().partition(":")
+    if not sep:
+        return name, None
+    try:
+        index = int(index_text)
+    except ValueError:
+        raise pytest.UsageError(
+            f"flagos: --flagos-device={spec!r}: device index {index_text!r} is not an integer"
+        ) from None
+    if index < 0:
+        raise pytest.UsageError(f"flagos: --flagos-device={spec!r}: device index must be >= 0")
+    return name, index
+
+
+def resolve_device(spec: str, device_module: str | None = None) -> ResolvedDevice:
+    """Turn the user's device string into a ResolvedDevice, or raise UsageError."""
+    import_device_module(device_module)
+    name, index = _parse(spec)
+
+    import torch
+
+    autoload_error = None
+    if name == "flagos":
+        autoload_error = _try_autoload_flagos()
+    known = set(BUILTIN_DEVICE_TYPES)
+    private = _privateuse1_name()
+    if private:
+        known.add(private)
+    if name not in known:
+        hint = f"registered PrivateUse1 device: {private or 'none'}"
+        if autoload_error:
+            hint += f"; import torch_fl failed: {autoload_error}"
+        raise pytest.UsageError(
+            f"flagos: unknown device {name!r} (expected cpu, cuda[:i], xpu[:i], mps, "
+            f"flagos[:i] or a registered PrivateUse1 name; {hint})"
+        )
+
+    if name == "cpu":
+        if index not in (None, 0):
+            raise pytest.UsageError(
+                f"flagos: --flagos-device={spec!r}: device index {index} out of range (cpu has 1)"
+            )
+        return ResolvedDevice(spec, torch.device("cpu"), True)
+
+    module = getattr(torch, name, None)
+    is_available = getattr(module, "is_available", None)
+    if is_available is None:
+        return ResolvedDevice(spec, torch.device(name, index), False,
+                              f"torch.{name} has no is_available()")
+    try:
+        available = bool(is_available())
+    except Exception as exc:
+        available, why = False, f"torch.{name}.is_available() raised {type(exc).__name__}: {exc}"
+    else:
+        why = f"torch.{name}.is_available() is False"
+    if not available:
+        return ResolvedDevice(spec, torch.device(name, index), False,
+                              f"device {spec!r} is not available on this machine ({why})")
+
+    count_fn = getattr(module, "device_count", None)
+    count = int(count_fn()) if count_fn is not None else 1
+    if index is not None and index >= count:
+        raise pytest.UsageError(
+            f"flagos: --flagos-device={spec!r}: device index {index} out of range "
+            f"(torch.{name}.device_count() is {count})"
+        )
+    if index is None:
+        current = getattr(module, "current_device", None)
+        index = int(current()) if current is not None else 0
+    return ResolvedDevice(spec, torch.device(name, index), True)

@@ -1,0 +1,170 @@
+"""pytest11 entry point `flagos`: hooks only; the work is in the modules they call.
+
+Auto-loaded by every pytest run once the package is installed, so without a device it
+registers its options and markers and nothing else -- it does not even import torch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from . import areas, options
+from . import session as state
+from .fixtures import (  # noqa: F401  (pytest finds fixtures in the plugin module)
+    assert_compiles_like_eager,
+    compile_workers,
+    flagos_capabilities,
+    flagos_device,
+    fresh_inductor_cache,
+)
+
+_DESELECTED_KEY = pytest.StashKey[list]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_options(parser)
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _hypothesis_profile_option(config: pytest.Config) -> str | None:
+    try:
+        return config.getoption("hypothesis_profile")
+    except ValueError:  # hypothesis's pytest plugin is not loaded
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before hypothesis's plugin loads --hypothesis-profile
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", areas.MARKER_HELP)
+    chosen_profile = _hypothesis_profile_option(config)
+    if chosen_profile and chosen_profile.startswith("flagos-"):
+        from .profiles import register_profiles
+
+        register_profiles()
+    if not options.device_given(config):
+        return  # inert
+
+    from . import device as device_mod
+    from . import expectations as expectations_mod
+    from . import profiles
+
+    settings = options.read_settings(config)
+    resolved = device_mod.resolve_device(settings.device, settings.device_module)
+    if not resolved.available and settings.strict:
+        raise pytest.UsageError(f"flagos: {resolved.unavailable_reason} (--flagos-strict)")
+    expectations = expectations_mod.load(settings.expectations) if settings.expectations else None
+    _apply_worker_settings(settings)
+    profiles.register_profiles()
+    profile = profiles.load_default_profile(chosen_profile)
+    profiles.register_torch_with_hypothesis(resolved.type)
+
+    current = state.FlagosSession(settings, resolved, profile, expectations)
+    current.capabilities()  # now, so a vendor's bad manifest is a usage error too
+    state.start(current)
+    if settings.report and not _is_xdist_worker(config):
+        from .report import ReportCollector
+
+        # under xdist only the controller writes the report, from the workers' reports
+        config.pluginmanager.register(ReportCollector(settings.report, current, config),
+                                      "flagos-report")
+
+
+def _apply_worker_settings(settings: options.Settings) -> None:
+    if settings.compile_threads is None and settings.worker_start is None:
+        return
+    from torch._inductor import config as inductor_config
+
+    if settings.compile_threads is not None:
+        inductor_config.compile_threads = settings.compile_threads
+    if settings.worker_start is not None:
+        inductor_config.worker_start_method = settings.worker_start
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state.stop()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    current = state.current()
+    if current is None:
+        return None
+    from .header import header_lines
+
+    return header_lines(current)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    current = state.current()
+    if current is None:
+        return
+    from . import expectations as expectations_mod
+    from .report import PROP_AREA, PROP_EXPECTATION
+
+    skip_all = None
+    if not current.device.available:
+        skip_all = pytest.mark.skip(reason=f"flagos: {current.device.unavailable_reason}")
+    for item in items:
+        item.user_properties.append((PROP_AREA, areas.area_of(item)))
+        if current.expectations is not None:
+            entry = expectations_mod.apply(item, current.expectations, current.settings.strict)
+            if entry is not None:
+                item.user_properties.append((PROP_EXPECTATION, f"{entry.status}: {entry.reason}"))
+        if skip_all is not None:
+            item.add_marker(skip_all)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    current = state.current()
+    if current is None or not items:
+        return
+    config = items[0].config
+    config.stash.setdefault(_DESELECTED_KEY, []).extend(item.nodeid for item in items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    current = state.current()
+    if current is None or current.expectations is None:
+        return
+    config = session.config
+    # every xdist worker collects the same tests: let one of them warn
+    if _is_xdist_worker(config) and config.workerinput.get("workerid") != "gw0":
+        return
+    nodeids = [item.nodeid for item in session.items]
+    nodeids += config.stash.get(_DESELECTED_KEY, [])
+    from .expectations import stale_warning
+
+    for entry in current.expectations.stale(nodeids, config.rootpath):
+        warnings.warn(stale_warning(current.expectations, entry), stacklevel=1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    current = state.current()
+    if current is not None:
+        current.current_nodeid = item.nodeid  # names repro scripts after the test
+    try:
+        return (yield)
+    finally:
+        if current is not None:
+            current.current_nodeid = None
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    current = state.current()
+    if current is None:
+        return
+    from .report import PROP_EXPECTATION
+
+    xpassed = [r for r in terminalreporter.stats.get("xpassed", [])
+               if PROP_EXPECTATION in dict(r.user_properties)]  # xfail from the file, not a marker
+    if xpassed:
+        terminalreporter.section("flagos: expected failures that passed")
+        file = current.expectations.file if current.expectations else "the expectations file"
+        for report in xpassed:
+            terminalreporter.line(f"XPASS {report.nodeid} -- remove its entry from {file}")
