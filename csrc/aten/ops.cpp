@@ -482,8 +482,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 // meta treats the 0-dim reduced output as elementwise and warns "An output
 // with one or more elements was resized". Send them straight to the compute
 // device's functional kernel instead.
+// native_group_norm(_backward) have a CompositeExplicitAutograd math kernel
+// that a backend without its own kernel gets; it views its input as
+// contiguous and fails on channels_last, where the compute device's kernel works.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
+  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
+  m.impl("native_group_norm_backward", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

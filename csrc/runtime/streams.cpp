@@ -138,6 +138,8 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return new_stream(device.index(), priority);
   }
   c10::Stream exchangeStream(c10::Stream stream) const override { return exchange_stream(stream); }
+  // torch.Stream.native_handle: the accelerator's handle, what compiled code launches on.
+  void* getStreamNativeHandle(const c10::Stream stream) const override { return native_stream(stream); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
 
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {

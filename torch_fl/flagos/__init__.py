@@ -57,6 +57,10 @@ from .streams import (
     stream,
 )
 
+# Read by the pytest_flagos plugin (the capability manifest): the host
+# accelerator's capacity can be limited, which the allocator conformance tests use.
+flagos_capabilities = {"memory_limit": True, "extra": {"memory_limit_env": "FLAGOS_HOST_MEMORY_LIMIT"}}
+
 __all__ = [name for name in dir() if not name.startswith("_")]
 
 

@@ -1,0 +1,431 @@
+"""Layouts: channels_last convolutions compile and match eager, and fake/meta strides agree
+with the strides the device's real kernels produce.
+
+inductor plans every buffer from fake tensors. A real kernel that returns other strides than
+its fake counterpart predicted makes compiled code fail its stride assertions or compute on a
+misread layout -- the change request's convolution bug: the conv kernel honoured
+channels_last while its fake/meta kernel predicted contiguous strides, so inductor's layout
+optimisation (channels_last for convs on GPU devices) rejected every conv graph.
+
+The corpus test runs each op of a corpus, forward and backward separately, under torch's
+CrossRefFakeMode, which runs every op on fake tensors too and compares sizes, strides and
+aliasing. The corpus is split into families, one test each, and each test reports every
+mismatching op of its family in one failure message (an expectations entry for a known
+problem in one family then leaves the others guarding their ops -- above all the convs):
+
+- conv: conv1d/2d/3d, strided, grouped, depthwise, transposed 1d/2d/3d and grouped
+  transposed, in contiguous and channels_last layouts and mixed input/weight layouts;
+- norm: batch norm (train, eval), group norm, layer norm, instance norm, both layouts;
+- norm_noncontiguous: the same norms on a transposed input ([B, S, F] models);
+- pool: max/avg/adaptive pooling 1d/2d/3d, both layouts;
+- upsample: nearest, bilinear, trilinear, both layouts;
+- matmul: mm/addmm/bmm/baddbmm/matmul/linear with transposed and permuted inputs;
+- memory_format: contiguous(channels_last[_3d]), to(memory_format=...), elementwise ops
+  mixing layouts;
+- cat: cat of mixed layouts;
+- like: empty_like/zeros_like/ones_like/clone of channels_last, permuted and transposed
+  tensors (preserve_format).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conformance_support import bullet, fail
+from torch._subclasses.fake_utils import CrossRefFakeMode
+
+pytestmark = pytest.mark.flagos_area("layouts")
+
+CL = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+# ---- compiled convolutions ----------------------------------------------------------------
+
+
+def _conv_net():
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, padding=1, groups=2),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(8, 4),
+    )
+
+
+def test_conv_net_with_layout_optimization_compiles_and_matches_eager(fresh_inductor_cache, assert_compiles_like_eager):
+    """inductor's layout optimisation (forced on, whatever the device's heuristics say)
+    turns the convs' activations channels_last; forward and gradients must match eager."""
+    torch.manual_seed(0)
+    patches = {"force_layout_optimization": True, "layout_optimization": True}
+    assert_compiles_like_eager(_conv_net(), torch.randn(2, 3, 16, 16), grads=True, config_patches=patches)
+
+
+def test_channels_last_input_conv_compiles_and_matches_eager(fresh_inductor_cache, assert_compiles_like_eager):
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 6, 3)
+    x = torch.randn(2, 4, 10, 10).to(memory_format=torch.channels_last)
+    assert_compiles_like_eager(conv, x, grads=True)
+
+
+# ---- fake vs real strides ------------------------------------------------------------------
+
+
+class _RecordingCrossRef(CrossRefFakeMode):
+    """CrossRefFakeMode that records which ops it actually compared (it skips ops without a
+    meta kernel, and some tags), so a case that compared nothing is reported too."""
+
+    def __init__(self):
+        super().__init__()
+        self.checked = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        from torch._subclasses.fake_impls import has_meta
+
+        if (
+            has_meta(func)
+            and torch.Tag.dynamic_output_shape not in func.tags
+            and torch.Tag.inplace_view not in func.tags
+            and torch.Tag.data_dependent_output not in func.tags
+        ):
+            self.checked.append(str(func))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _rand(shape, device, fmt=None, grad=False, seed=0):
+    g = torch.Generator().manual_seed(seed + len(shape) * 31 + sum(shape))
+    t = torch.randn(shape, generator=g).to(device)
+    if fmt is not None:
+        t = t.contiguous(memory_format=fmt)
+    return t.requires_grad_(grad)
+
+
+def _transposed(shape, device, dims=(-1, -2), grad=False):
+    """A tensor of `shape` whose storage is laid out with `dims` swapped."""
+    d0, d1 = dims
+    swapped = list(shape)
+    swapped[d0], swapped[d1] = swapped[d1], swapped[d0]
+    t = _rand(tuple(swapped), device).transpose(d0, d1)
+    return t.detach().requires_grad_(grad)
+
+
+def _case_runner(forward, inputs):
+    """(forward under the mode, backward under the mode) callables for one corpus case."""
+
+    def run_forward():
+        return forward(*[x.detach() for x in inputs])
+
+    def run_backward():
+        leaves = [x.detach().requires_grad_(True) for x in inputs if x.is_floating_point()]
+        it = iter(leaves)
+        args = [next(it) if x.is_floating_point() else x for x in inputs]
+        out = forward(*args)
+        outs = [
+            o for o in (out if isinstance(out, (tuple, list)) else (out,)) if torch.is_tensor(o) and o.requires_grad
+        ]
+        grads = [torch.ones_like(o) for o in outs]  # ones_like keeps the output's layout
+        return outs, grads, leaves
+
+    return run_forward, run_backward
+
+
+CONVS = {
+    # name: (fn, input shape, weight shape, kwargs, bias size)
+    "conv1d": (F.conv1d, (2, 4, 9), (6, 4, 3), {}, 6),
+    "conv2d": (F.conv2d, (2, 4, 9, 9), (6, 4, 3, 3), {"padding": 1}, 6),
+    "conv2d_strided": (F.conv2d, (2, 4, 9, 9), (6, 4, 3, 3), {"stride": 2}, 6),
+    "conv3d": (F.conv3d, (1, 4, 5, 5, 5), (6, 4, 3, 3, 3), {}, 6),
+    "grouped_conv2d": (F.conv2d, (2, 4, 9, 9), (6, 2, 3, 3), {"groups": 2}, 6),
+    "depthwise_conv2d": (F.conv2d, (2, 4, 9, 9), (4, 1, 3, 3), {"groups": 4, "stride": 2}, 4),
+    "conv_transpose1d": (F.conv_transpose1d, (2, 4, 5), (4, 6, 3), {"stride": 2}, 6),
+    "conv_transpose2d": (F.conv_transpose2d, (2, 4, 5, 5), (4, 6, 3, 3), {"stride": 2}, 6),
+    "conv_transpose3d": (F.conv_transpose3d, (1, 4, 3, 3, 3), (4, 2, 2, 2, 2), {}, 2),
+    "grouped_conv_transpose2d": (F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 3, 3), {"groups": 2}, 6),
+}
+
+
+def _conv_family(device):
+    cases = {}
+    for name, (fn, x_shape, w_shape, kwargs, bias) in CONVS.items():
+
+        def run(x, w, b, fn=fn, kwargs=kwargs):
+            return fn(x, w, b, **kwargs)
+
+        layouts = ["contiguous"] + (["channels_last"] if len(x_shape) in CL else [])
+        for layout in layouts:
+            fmt = CL[len(x_shape)] if layout == "channels_last" else None
+            cases[f"{name}[{layout}]"] = (
+                run,
+                (_rand(x_shape, device, fmt), _rand(w_shape, device, fmt), _rand((bias,), device)),
+                True,
+            )
+        if len(x_shape) == 4:  # mixed: the input's layout and the weight's disagree
+            cases[f"{name}[channels_last input, contiguous weight]"] = (
+                run,
+                (_rand(x_shape, device, torch.channels_last), _rand(w_shape, device), _rand((bias,), device)),
+                True,
+            )
+            cases[f"{name}[contiguous input, channels_last weight]"] = (
+                run,
+                (_rand(x_shape, device), _rand(w_shape, device, torch.channels_last), _rand((bias,), device)),
+                True,
+            )
+    return cases
+
+
+def _norm_family(device):
+    cases = {}
+    weight, bias = _rand((6,), device), _rand((6,), device)
+    rm, rv = torch.zeros(6, device=device), torch.ones(6, device=device)
+    for layout, fmt in (("contiguous", None), ("channels_last", torch.channels_last)):
+        x = _rand((2, 6, 5, 5), device, fmt)
+        cases[f"batch_norm_train[{layout}]"] = (
+            lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+            (x, weight, bias),
+            True,
+        )
+        cases[f"batch_norm_eval[{layout}]"] = (
+            lambda x, w, b: F.batch_norm(x, rm, rv, w, b, training=False),
+            (x, weight, bias),
+            True,
+        )
+        cases[f"group_norm[{layout}]"] = (lambda x, w, b: F.group_norm(x, 3, w, b), (x, weight, bias), True)
+        cases[f"layer_norm_over_HW[{layout}]"] = (lambda x: F.layer_norm(x, (5, 5)), (x,), True)
+        cases[f"instance_norm[{layout}]"] = (lambda x: F.instance_norm(x), (x,), True)
+    cases["layer_norm[last dim, affine]"] = (
+        lambda x, w, b: F.layer_norm(x, (16,), w, b),
+        (_rand((3, 5, 16), device), _rand((16,), device), _rand((16,), device)),
+        True,
+    )
+    return cases
+
+
+def _norm_noncontiguous_family(device):
+    """Normalizations fed a transposed (non-contiguous, dense) input, as a [B, S, F] model
+    does with `norm(x.transpose(1, 2))`."""
+    x = _transposed((2, 6, 5), device, dims=(1, 2))  # [B, C, L] laid out as [B, L, C]
+    weight, bias = _rand((6,), device), _rand((6,), device)
+    rm, rv = torch.zeros(6, device=device), torch.ones(6, device=device)
+    return {
+        "batch_norm_eval[transposed]": (
+            lambda x, w, b: F.batch_norm(x, rm, rv, w, b, training=False),
+            (x, weight, bias),
+            True,
+        ),
+        "batch_norm_train[transposed]": (
+            lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+            (x, weight, bias),
+            True,
+        ),
+        "group_norm[transposed]": (lambda x, w, b: F.group_norm(x, 2, w, b), (x, weight, bias), True),
+        "instance_norm[transposed]": (lambda x: F.instance_norm(x), (x,), True),
+        "layer_norm[transposed]": (lambda x: F.layer_norm(x, (5,)), (x,), True),
+    }
+
+
+def _pool_family(device):
+    cases = {}
+    for layout, fmt in (("contiguous", None), ("channels_last", torch.channels_last)):
+        x = _rand((2, 6, 5, 5), device, fmt)
+        cases[f"max_pool2d[{layout}]"] = (lambda x: F.max_pool2d(x, 2, return_indices=True), (x,), True)
+        cases[f"avg_pool2d[{layout}]"] = (lambda x: F.avg_pool2d(x, 2, ceil_mode=True), (x,), True)
+        cases[f"adaptive_avg_pool2d[{layout}]"] = (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), (x,), True)
+        cases[f"adaptive_max_pool2d[{layout}]"] = (lambda x: F.adaptive_max_pool2d(x, 2), (x,), True)
+    x3 = _rand((1, 4, 4, 6, 6), device, torch.channels_last_3d)
+    cases["avg_pool3d[channels_last_3d]"] = (lambda x: F.avg_pool3d(x, 2), (x3,), True)
+    cases["max_pool3d[channels_last_3d]"] = (lambda x: F.max_pool3d(x, 2), (x3,), True)
+    cases["max_pool1d"] = (lambda x: F.max_pool1d(x, 2), (_rand((2, 4, 9), device),), True)
+    return cases
+
+
+def _upsample_family(device):
+    cases = {}
+    for layout, fmt in (("contiguous", None), ("channels_last", torch.channels_last)):
+        x = _rand((2, 6, 5, 5), device, fmt)
+        cases[f"upsample_nearest2d[{layout}]"] = (
+            lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+            (x,),
+            True,
+        )
+        cases[f"upsample_bilinear2d[{layout}]"] = (
+            lambda x: F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=False),
+            (x,),
+            True,
+        )
+    x3 = _rand((1, 4, 4, 6, 6), device, torch.channels_last_3d)
+    cases["upsample_trilinear3d[channels_last_3d]"] = (
+        lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"),
+        (x3,),
+        True,
+    )
+    return cases
+
+
+def _matmul_family(device):
+    b = _rand((12, 5), device)
+    return {
+        "mm[a.t() @ b]": (lambda a, b: a.t() @ b, (_rand((12, 8), device), b), True),
+        "mm[a @ b.t()]": (lambda a, b: a @ b.t(), (_rand((8, 12), device), _rand((5, 12), device)), True),
+        "mm[a.t() @ b.t()]": (lambda a, b: a.t() @ b.t(), (_rand((12, 8), device), _rand((5, 12), device)), True),
+        "addmm[transposed]": (
+            lambda c, a, b: torch.addmm(c, a.t(), b),
+            (_rand((5,), device), _rand((12, 8), device), b),
+            True,
+        ),
+        "bmm[transposed lhs]": (
+            lambda a, b: torch.bmm(a.transpose(1, 2), b),
+            (_rand((3, 12, 8), device), _rand((3, 12, 5), device)),
+            True,
+        ),
+        "bmm[transposed rhs]": (
+            lambda a, b: torch.bmm(a, b.transpose(1, 2)),
+            (_rand((3, 8, 12), device), _rand((3, 5, 12), device)),
+            True,
+        ),
+        "baddbmm[transposed]": (
+            lambda c, a, b: torch.baddbmm(c, a, b.transpose(1, 2)),
+            (_rand((3, 8, 5), device), _rand((3, 8, 12), device), _rand((3, 5, 12), device)),
+            True,
+        ),
+        "matmul[3d @ 2d transposed]": (
+            lambda a, b: torch.matmul(a, b.t()),
+            (_rand((3, 8, 12), device), _rand((5, 12), device)),
+            True,
+        ),
+        "matmul[permuted 4d]": (
+            lambda a, b: torch.matmul(a.permute(0, 2, 1, 3), b.permute(0, 2, 3, 1)),
+            (_rand((2, 7, 3, 4), device), _rand((2, 5, 3, 4), device)),
+            True,
+        ),
+        "linear[transposed input]": (
+            lambda x, w: F.linear(x.transpose(0, 1), w),
+            (_rand((6, 4, 12), device), _rand((5, 12), device)),
+            True,
+        ),
+    }
+
+
+def _memory_format_family(device):
+    nchw, ncdhw = _rand((2, 6, 5, 4), device), _rand((1, 4, 3, 5, 6), device)
+    return {
+        "contiguous(channels_last)": (lambda x: x.contiguous(memory_format=torch.channels_last), (nchw,), True),
+        "contiguous(channels_last_3d)": (lambda x: x.contiguous(memory_format=torch.channels_last_3d), (ncdhw,), True),
+        "to(memory_format=channels_last)": (lambda x: x.to(memory_format=torch.channels_last) * 1.0, (nchw,), True),
+        "contiguous() of channels_last": (
+            lambda x: x.contiguous(),
+            (_rand((2, 6, 5, 4), device, torch.channels_last),),
+            True,
+        ),
+        "relu_and_add[channels_last]": (
+            lambda x: F.relu(x) + x * 2,
+            (_rand((2, 6, 5, 4), device, torch.channels_last),),
+            True,
+        ),
+        "add[channels_last + contiguous]": (
+            lambda x, y: x + y,
+            (_rand((2, 6, 5, 4), device, torch.channels_last), nchw),
+            True,
+        ),
+        "add[contiguous + channels_last]": (
+            lambda x, y: x + y,
+            (nchw, _rand((2, 6, 5, 4), device, torch.channels_last)),
+            True,
+        ),
+    }
+
+
+def _cat_family(device):
+    nchw = _rand((2, 6, 5, 4), device)
+    cl = _rand((2, 6, 5, 4), device, torch.channels_last)
+    return {
+        "cat[channels_last, contiguous] dim 1": (lambda a, b: torch.cat([a, b], dim=1), (cl, nchw), True),
+        "cat[contiguous, channels_last] dim 0": (lambda a, b: torch.cat([a, b], dim=0), (nchw, cl), True),
+        "cat[channels_last, channels_last] dim 1": (lambda a, b: torch.cat([a, b], dim=1), (cl, cl * 2), True),
+        "cat[channels_last, channels_last] dim 3": (lambda a, b: torch.cat([a, b], dim=3), (cl, cl * 2), True),
+        "cat[transposed, contiguous] dim 0": (
+            lambda a, b: torch.cat([a, b], dim=0),
+            (_transposed((3, 7), device), _rand((3, 7), device)),
+            True,
+        ),
+    }
+
+
+def _like_family(device):
+    cases = {}
+    for label, t in (
+        ("channels_last", _rand((2, 6, 5, 4), device, torch.channels_last)),
+        ("channels_last_3d", _rand((1, 4, 3, 5, 6), device, torch.channels_last_3d)),
+        ("permuted", _rand((4, 6, 5), device).permute(2, 0, 1)),
+        ("transposed", _transposed((5, 7), device)),
+    ):
+        cases[f"empty_like[{label}]"] = (lambda x: torch.empty_like(x).fill_(1.0), (t,), False)
+        cases[f"zeros_like[{label}]"] = (lambda x: torch.zeros_like(x), (t,), False)
+        cases[f"ones_like[{label}]"] = (lambda x: torch.ones_like(x), (t,), False)
+        cases[f"clone[{label}]"] = (lambda x: x.clone(), (t,), True)
+        cases[f"clone(preserve_format)[{label}]"] = (
+            lambda x: torch.clone(x, memory_format=torch.preserve_format),
+            (t,),
+            True,
+        )
+        cases[f"mul[{label}]"] = (lambda x: x * 3.0, (t,), True)
+    return cases
+
+
+FAMILIES = {
+    "conv": _conv_family,
+    "norm": _norm_family,
+    "norm_noncontiguous": _norm_noncontiguous_family,
+    "pool": _pool_family,
+    "upsample": _upsample_family,
+    "matmul": _matmul_family,
+    "memory_format": _memory_format_family,
+    "cat": _cat_family,
+    "like": _like_family,
+}
+
+
+def _run_corpus(cases):
+    """Every case forward, then backward, each under its own CrossRefFakeMode; returns
+    (problems, number of op comparisons)."""
+    problems, compared = [], 0
+    for name, (forward, inputs, backward) in cases.items():
+        run_forward, run_backward = _case_runner(forward, inputs)
+        phases = [("forward", None)] + ([("backward", run_backward)] if backward else [])
+        for phase, prepare in phases:
+            mode = _RecordingCrossRef()
+            try:
+                if phase == "forward":
+                    with mode:
+                        run_forward()
+                else:
+                    outs, grads, leaves = prepare()  # the forward runs outside the mode
+                    with mode:
+                        torch.autograd.grad(outs, leaves, grads, allow_unused=True)
+            except Exception as exc:
+                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                kind = "stride/metadata mismatch" if "mismatch" in text else f"raised {type(exc).__name__}"
+                problems.append(f"{name} {phase}: {kind}: {text[:400]}")
+                continue
+            if phase == "forward" and not mode.checked:  # (a gradient may be a pass-through)
+                problems.append(f"{name} {phase}: CrossRefFakeMode compared no op (no meta kernel for any op it ran?)")
+            compared += len(mode.checked)
+    return problems, compared
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_fake_strides_match_real_kernels(flagos_device, family):
+    cases = FAMILIES[family](flagos_device)
+    problems, compared = _run_corpus(cases)
+    if problems:
+        fail(
+            f"{len(problems)} fake-vs-real check(s) of the {family!r} corpus failed on "
+            f"{flagos_device.type} ({len(cases)} ops, forward and backward; {compared} op "
+            "results compared): the fake/meta kernel's strides or sizes (what inductor "
+            "plans with) differ from the real kernel's, or the op failed (in CrossRefFakeMode's "
+            "messages the real kernel's sizes/strides come first, the fake's second):\n" + bullet(problems),
+            "fake",
+        )

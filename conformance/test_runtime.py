@@ -1,0 +1,238 @@
+"""Device runtime: creation, copies host <-> device <-> device, device indices, the properties
+inductor reads, synchronize."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conformance_support import PROPERTY_RULES, bullet, device_index, fail, require_codegen
+
+pytestmark = pytest.mark.flagos_area("runtime")
+
+
+def test_device_is_available_and_counted(flagos_device, device_module, device_count):
+    if not device_module.is_available():
+        fail(f"torch.{flagos_device.type}.is_available() is False while tests run on it", "module")
+    if device_count < 1:
+        fail(f"torch.{flagos_device.type}.device_count() is {device_count}", "module")
+    if device_index(flagos_device) >= device_count:
+        fail(f"device under test {flagos_device} is past device_count() = {device_count}", "module")
+
+
+def test_factories_create_tensors_on_the_device(flagos_device, flagos_capabilities):
+    problems = []
+    factories = {
+        "empty": lambda dt: torch.empty(3, 5, dtype=dt, device=flagos_device).fill_(2),
+        "zeros": lambda dt: torch.zeros(3, 5, dtype=dt, device=flagos_device) + 2,
+        "ones": lambda dt: torch.ones(3, 5, dtype=dt, device=flagos_device) * 2,
+        "full": lambda dt: torch.full((3, 5), 2, dtype=dt, device=flagos_device),
+        "empty_strided": lambda dt: torch.empty_strided((3, 5), (1, 3), dtype=dt, device=flagos_device).fill_(2),
+    }
+    for dtype in flagos_capabilities.torch_dtypes():
+        for name, make in factories.items():
+            try:
+                t = make(dtype)
+                host = t.cpu()
+            except Exception as exc:
+                problems.append(f"{name}({dtype}): {type(exc).__name__}: {exc}")
+                continue
+            if t.device != flagos_device and not (flagos_device.type == "cpu" and t.device.type == "cpu"):
+                problems.append(f"{name}({dtype}) landed on {t.device}, not {flagos_device}")
+            elif t.dtype != dtype or tuple(t.shape) != (3, 5):
+                problems.append(f"{name}({dtype}) has {t.dtype} {tuple(t.shape)}")
+            elif not torch.equal(host, torch.full((3, 5), 2, dtype=dtype)):
+                problems.append(f"{name}({dtype}) holds wrong values: {host.flatten()[:5]}")
+    x = torch.arange(10, device=flagos_device)
+    if x.cpu().tolist() != list(range(10)):
+        problems.append(f"arange(10) is {x.cpu().tolist()}")
+    if problems:
+        fail(
+            "tensor creation on the device is broken (dtypes from the capability manifest):\n" + bullet(problems),
+            "eager",
+            "allocator",
+        )
+
+
+def test_copies_between_host_and_device_are_exact(flagos_device, flagos_capabilities):
+    problems = []
+    generator = torch.Generator().manual_seed(0)
+    dtypes = list(flagos_capabilities.torch_dtypes()) + [torch.int64, torch.int32, torch.uint8, torch.bool]
+    for dtype in dtypes:
+        base = torch.randn(33, 17, generator=generator) * 100
+        host = base.to(dtype)
+        cases = {
+            "contiguous": host,
+            "transposed": host.t(),
+            "sliced": host[1::2, 3:],
+        }
+        for name, src in cases.items():
+            try:
+                on_device = src.to(flagos_device)
+                back = on_device.cpu()
+                nb = src.to(flagos_device, non_blocking=True)
+                getattr(torch, flagos_device.type).synchronize()
+                back_nb = nb.to("cpu", non_blocking=False)
+            except Exception as exc:
+                problems.append(f"{dtype} {name}: {type(exc).__name__}: {exc}")
+                continue
+            if not torch.equal(back, src):
+                problems.append(f"{dtype} {name}: host -> device -> host changed the values")
+            if not torch.equal(back_nb, src):
+                problems.append(f"{dtype} {name}: non_blocking host -> device copy changed the values")
+        # copy_ into an existing device tensor, from host and device sources
+        dst = torch.empty(33, 17, dtype=dtype, device=flagos_device)
+        dst.copy_(host)
+        if not torch.equal(dst.cpu(), host):
+            problems.append(f"{dtype}: device.copy_(host) is wrong")
+        dst2 = torch.empty(17, 33, dtype=dtype, device=flagos_device)
+        dst2.copy_(dst.t())
+        if not torch.equal(dst2.cpu(), host.t()):
+            problems.append(f"{dtype}: device.copy_(transposed device tensor) is wrong")
+    if problems:
+        fail("copies between host and device are wrong:\n" + bullet(problems), "copies")
+
+
+def test_copies_between_devices(flagos_device, device_count):
+    if device_count < 2:
+        pytest.skip(f"torch.{flagos_device.type}.device_count() is {device_count}: no second device to copy to")
+    problems = []
+    src = torch.randn(64, 48)
+    a = src.to(torch.device(flagos_device.type, 0))
+    for j in range(1, device_count):
+        target = torch.device(flagos_device.type, j)
+        for name, tensor in (("contiguous", a), ("transposed", a.t())):
+            try:
+                b = tensor.to(target)
+                back = b.to(torch.device(flagos_device.type, 0))
+            except Exception as exc:
+                problems.append(f"0 -> {j} {name}: {type(exc).__name__}: {exc}")
+                continue
+            if b.device != target:
+                problems.append(f"0 -> {j} {name}: result on {b.device}")
+            expect = src if name == "contiguous" else src.t()
+            if not torch.equal(b.cpu(), expect) or not torch.equal(back.cpu(), expect):
+                problems.append(f"0 -> {j} -> 0 {name}: values changed")
+        dst = torch.zeros(64, 48, device=target)
+        dst.copy_(a)
+        if not torch.equal(dst.cpu(), src):
+            problems.append(f"device {j}.copy_(device 0 tensor) is wrong")
+    if problems:
+        fail("copies between devices are wrong:\n" + bullet(problems), "copies")
+
+
+def test_device_indices_and_current_device(flagos_device, device_module, device_count):
+    if device_count < 2:
+        pytest.skip(f"torch.{flagos_device.type}.device_count() is {device_count}: multi-device paths need two devices")
+    problems = []
+    start = device_module.current_device()
+    for i in range(device_count):
+        x = torch.ones(4, device=torch.device(flagos_device.type, i))
+        if x.device.index != i:
+            problems.append(f"a tensor created on index {i} reports index {x.device.index}")
+        with device_module.device(i):
+            if device_module.current_device() != i:
+                problems.append(f"inside device({i}) current_device() is {device_module.current_device()}")
+            y = torch.zeros(2, device=flagos_device.type)
+            if y.device.index != i:
+                problems.append(
+                    f"inside device({i}) a tensor on {flagos_device.type!r} lands on index {y.device.index}"
+                )
+        if device_module.current_device() != start:
+            problems.append(f"leaving device({i}) did not restore current device {start}")
+    other = (start + 1) % device_count
+    device_module.set_device(other)
+    try:
+        if device_module.current_device() != other:
+            problems.append(f"set_device({other}) left current_device() at {device_module.current_device()}")
+    finally:
+        device_module.set_device(start)
+    # an op on tensors of two devices must raise, not silently compute
+    a = torch.ones(3, device=torch.device(flagos_device.type, 0))
+    b = torch.ones(3, device=torch.device(flagos_device.type, 1))
+    try:
+        a + b
+        problems.append("adding tensors of devices 0 and 1 did not raise")
+    except RuntimeError:
+        pass
+    if problems:
+        fail("device indices are not honoured:\n" + bullet(problems), "guard", "module")
+
+
+def _check_properties(props, where):
+    problems = []
+    for name, (ok, sane) in PROPERTY_RULES.items():
+        if not hasattr(props, name):
+            problems.append(f"{where}: no {name!r} ({sane})")
+            continue
+        value = getattr(props, name)
+        if not ok(value):
+            problems.append(f"{where}: {name} = {value!r} is not {sane}")
+    warp, threads = getattr(props, "warp_size", None), getattr(props, "max_threads_per_block", None)
+    if isinstance(warp, int) and isinstance(threads, int) and threads < warp:
+        problems.append(f"{where}: max_threads_per_block {threads} < warp_size {warp}")
+    return problems
+
+
+def test_properties_inductor_needs(flagos_device, flagos_capabilities, device_interface, device_module, device_count):
+    require_codegen(
+        flagos_capabilities, "triton", why="these are the properties inductor's Triton codegen and benchmarker read"
+    )
+    problems = []
+    for i in range(device_count):
+        for where, get in (
+            (
+                f"torch.{flagos_device.type}.get_device_properties({i})",
+                lambda i=i: device_module.get_device_properties(i),
+            ),
+            (f"DeviceInterface.get_device_properties({i})", lambda i=i: device_interface.get_device_properties(i)),
+            (
+                f"DeviceInterface.Worker.get_device_properties({i})",
+                lambda i=i: device_interface.Worker.get_device_properties(i),
+            ),
+        ):
+            try:
+                props = get()
+            except Exception as exc:
+                problems.append(f"{where} raised {type(exc).__name__}: {exc}")
+                continue
+            problems += _check_properties(props, where)
+    try:
+        capability = device_interface.get_compute_capability(device_index(flagos_device))
+    except Exception as exc:
+        problems.append(f"DeviceInterface.get_compute_capability raised {type(exc).__name__}: {exc}")
+    else:
+        if capability in (None, ""):
+            problems.append("DeviceInterface.get_compute_capability returned nothing")
+    try:
+        if not device_interface.is_triton_capable(flagos_device):
+            problems.append("DeviceInterface.is_triton_capable() is False for a Triton device")
+    except Exception as exc:
+        problems.append(f"DeviceInterface.is_triton_capable raised {type(exc).__name__}: {exc}")
+    if problems:
+        fail("device properties inductor needs are missing or not sane:\n" + bullet(problems), "properties")
+
+
+def test_synchronize_waits_for_queued_work(flagos_device, device_module, device_count):
+    a = torch.randn(256, 256, device=flagos_device)
+    out = a
+    for _ in range(8):
+        out = torch.tanh(out @ a)
+    expected = out.cpu()
+    problems = []
+    for name, call in (
+        ("synchronize()", lambda: device_module.synchronize()),
+        (f"synchronize({device_index(flagos_device)})", lambda: device_module.synchronize(device_index(flagos_device))),
+    ):
+        try:
+            call()
+        except Exception as exc:
+            problems.append(f"torch.{flagos_device.type}.{name} raised {type(exc).__name__}: {exc}")
+    for i in range(device_count):
+        try:
+            device_module.synchronize(torch.device(flagos_device.type, i))
+        except Exception as exc:
+            problems.append(f"torch.{flagos_device.type}.synchronize(device {i}) raised {type(exc).__name__}: {exc}")
+    if not torch.equal(out.cpu(), expected):
+        problems.append("a result read after synchronize() differs from the one read before")
+    if problems:
+        fail("synchronize is broken:\n" + bullet(problems), "guard")
