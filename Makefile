@@ -9,7 +9,7 @@ REGISTERED := $(VENV)/.flagos-registered
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
 PYTEST_ARGS ?=
 
-.PHONY: build test conformance smoke bench clean lint docs ci-configs
+.PHONY: build test conformance conformance-cpu smoke bench clean lint docs ci-configs
 
 # torch 2.13.0 is the CPU wheel that lies on this machine's disk (pip's
 # find-links); naming the exact version keeps a resolver from pulling a CUDA build.
@@ -37,7 +37,19 @@ test: build
 smoke: build
 	$(PY) -m torch_fl.smoke
 
-conformance: smoke
+# The main job: the conformance suite on flagos (host accelerator), with the
+# same command CI runs (.github/configs/flagos-host.yml), then its report.
+# The exit status is the suite's; the report is printed either way.
+CONFORMANCE_ARGS ?= -q -p no:cacheprovider --hypothesis-profile=flagos-ci
+conformance: build
+	@mkdir -p reports
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) .github/scripts/accelerators.py pytest flagos-host -- $(CONFORMANCE_ARGS); \
+	  status=$$?; cat reports/flagos-host.md; exit $$status
+
+conformance-cpu: build
+	@mkdir -p reports
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) .github/scripts/accelerators.py pytest cpu -- $(CONFORMANCE_ARGS); \
+	  status=$$?; cat reports/cpu.md; exit $$status
 
 # Lint, docs and the CI manifests: light tools in the same venv, without torch.
 TOOLS := $(VENV)/.flagos-tools

@@ -3,6 +3,7 @@
 torch.utils.cpp_extension's BuildExtension compiles with ninja; the object
 files live in build/ so rebuilds only recompile what changed.
 """
+
 import glob
 import os
 
@@ -29,7 +30,9 @@ def sources():
 SKIP_EXT = os.environ.get("FLAGOS_SKIP_EXT") == "1"
 
 setup(
-    ext_modules=[] if SKIP_EXT else [
+    ext_modules=[]
+    if SKIP_EXT
+    else [
         CppExtension(
             name="torch_fl._C",
             sources=[os.path.relpath(s, ROOT) for s in sources()],

@@ -56,9 +56,15 @@ class Block(torch.nn.Module):
 
 def _conv():
     return torch.nn.Sequential(
-        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
-        torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10),
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 16, 3, padding=1),
+        torch.nn.BatchNorm2d(16),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(16, 10),
     )
 
 
@@ -66,9 +72,17 @@ def _qwen3(args):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     config = Qwen3Config(  # Qwen3-0.6B's sizes
-        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
-        num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
-        rms_norm_eps=1e-6, rope_theta=1000000, tie_word_embeddings=True,
+        vocab_size=151936,
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        max_position_embeddings=40960,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000,
+        tie_word_embeddings=True,
     )
     config._attn_implementation = "sdpa"
 
@@ -144,9 +158,14 @@ def run(args):
         compiled_ms = device_time_ms(lambda: compiled_model(x), device, args.iters)
     error = (compiled_out.float() - eager_out.float()).abs().max().item()
     result = {
-        "model": args.model, "device": str(device), "dtype": args.dtype, "backend": args.backend,
-        "eager_ms": round(eager_ms, 4), "compiled_ms": round(compiled_ms, 4),
-        "compiled_over_eager_speedup": round(eager_ms / compiled_ms, 3), "first_call_s": round(compile_s, 2),
+        "model": args.model,
+        "device": str(device),
+        "dtype": args.dtype,
+        "backend": args.backend,
+        "eager_ms": round(eager_ms, 4),
+        "compiled_ms": round(compiled_ms, 4),
+        "compiled_over_eager_speedup": round(eager_ms / compiled_ms, 3),
+        "first_call_s": round(compile_s, 2),
         "max_abs_error": error,
         "matches_eager": bool(torch.allclose(compiled_out.float(), eager_out.float(), rtol=2e-2, atol=2e-2)),
     }
@@ -163,9 +182,28 @@ def compile_times(args):
         ("serial (compile_threads=1)", {"TORCHINDUCTOR_COMPILE_THREADS": "1"}),
     ):
         with tempfile.TemporaryDirectory() as cache:
-            child = [sys.executable, __file__, "--model", args.model, "--device", args.device, "--dtype", args.dtype,
-                     "--hidden", str(args.hidden), "--batch", str(args.batch), "--seq", str(args.seq),
-                     "--size", str(args.size), "--iters", "1", "--backend", args.backend]
+            child = [
+                sys.executable,
+                __file__,
+                "--model",
+                args.model,
+                "--device",
+                args.device,
+                "--dtype",
+                args.dtype,
+                "--hidden",
+                str(args.hidden),
+                "--batch",
+                str(args.batch),
+                "--seq",
+                str(args.seq),
+                "--size",
+                str(args.size),
+                "--iters",
+                "1",
+                "--backend",
+                args.backend,
+            ]
             if args.train:
                 child.append("--train")
             full_env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TRITON_CACHE_DIR": cache + "/triton", **env}
@@ -200,8 +238,9 @@ def train_step(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="mlp",
-                        choices=["mlp", "small-mlp", "elementwise", "transformer", "conv", "qwen3"])
+    parser.add_argument(
+        "--model", default="mlp", choices=["mlp", "small-mlp", "elementwise", "transformer", "conv", "qwen3"]
+    )
     parser.add_argument("--device", default="flagos")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--backend", default="inductor")

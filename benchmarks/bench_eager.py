@@ -43,8 +43,10 @@ def main():
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
     torch.set_num_threads(torch.get_num_threads())
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, flagos accelerator "
-          f"'{torch.flagos.accelerator_name()}'")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, flagos accelerator "
+        f"'{torch.flagos.accelerator_name()}'"
+    )
     print(f"{'op':<12}{'size':<13}{'cpu':>12}{'flagos':>12}{'flagos/cpu':>12}")
     for size_name, n in SIZES.items():
         inner = 2000 if n < 1 << 16 else 3

@@ -23,8 +23,16 @@ import re
 
 _VALUE = re.compile(r"%[\w.$-]+")
 _DEFS = re.compile(r"(%[\w.$-]+)(?::\d+)?\s*=(?!=)")
-_SEEDS = ("tt.get_program_id", "tt.load", "tt.atomic_rmw", "tt.atomic_cas", "tt.call", "tt.descriptor_load",
-          "tt.descriptor_gather", "tt.histogram")
+_SEEDS = (
+    "tt.get_program_id",
+    "tt.load",
+    "tt.atomic_rmw",
+    "tt.atomic_cas",
+    "tt.call",
+    "tt.descriptor_load",
+    "tt.descriptor_gather",
+    "tt.histogram",
+)
 _FORBIDDEN = {
     "scf.while": "a while loop (possibly data-dependent)",
     "tt.call": "a call to a non-inlined function",
@@ -95,8 +103,9 @@ def batchable(ttir: str):
             is_seed = any(rest.startswith(seed) or rest.startswith(f'"{seed}"') for seed in _SEEDS)
             if rest.startswith("scf.for") and iv is not None:
                 # the induction variable varies only if its bounds do
-                bounds = re.match(r"scf\.for\s+%[\w.$-]+\s*=\s*(%[\w.$-]+)\s+to\s+(%[\w.$-]+)\s+step\s+(%[\w.$-]+)",
-                                  rest)
+                bounds = re.match(
+                    r"scf\.for\s+%[\w.$-]+\s*=\s*(%[\w.$-]+)\s+to\s+(%[\w.$-]+)\s+step\s+(%[\w.$-]+)", rest
+                )
                 if bounds and any(_norm(b) in varying for b in bounds.groups()) and iv not in varying:
                     varying.add(iv)
                     changed = True

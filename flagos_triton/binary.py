@@ -73,7 +73,6 @@ def _names(tree):
 
 
 class _Collector:
-
     def __init__(self):
         from triton.runtime.jit import JITFunction
 
@@ -177,8 +176,10 @@ def build(src, ttir_text: str, metadata: dict, options) -> bytes:
     from . import analysis
 
     if src is None or getattr(src, "fn", None) is None:
-        raise BinaryError("the flagos host back end needs the kernel's Python source (an ASTSource); "
-                          "compiling from IR files is not supported")
+        raise BinaryError(
+            "the flagos host back end needs the kernel's Python source (an ASTSource); "
+            "compiling from IR files is not supported"
+        )
     jit_fn = src.fn
     collector = _Collector()
     entry = collector.add_function(jit_fn)
@@ -186,7 +187,7 @@ def build(src, ttir_text: str, metadata: dict, options) -> bytes:
     constants = []
     for path, value in getattr(src, "constants", {}).items():
         if isinstance(path, str):
-            path = (arg_names.index(path), )
+            path = (arg_names.index(path),)
         constants.append([list(path), collector.ref(value)])
     ok, reason = analysis.batchable(ttir_text)
     doc = {
@@ -229,7 +230,6 @@ def _py_signature(sig):
 
 
 class _Loader:
-
     def __init__(self, doc):
         self.doc = doc
         self.built = {}

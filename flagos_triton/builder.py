@@ -40,7 +40,7 @@ def _with_batch(data, ndim):
     """Give ``data`` (with a leading batch dim) exactly ``1 + ndim`` dims."""
     if data.ndim == 1 + ndim:
         return data
-    return data.reshape(data.shape[:1] + (1, ) * ndim)
+    return data.reshape(data.shape[:1] + (1,) * ndim)
 
 
 def uniform_value(data: np.ndarray):
@@ -68,12 +68,13 @@ class BatchedBlockPointer:
         n_bytes = max(1, dtype_tt.primitive_bitwidth // 8)
         nd = len(self.block_shape)
         ptrs = _with_batch(self.base.data, nd)
-        masks = np.ones((1, ) + tuple(self.block_shape), dtype=bool)
+        masks = np.ones((1,) + tuple(self.block_shape), dtype=bool)
         for dim in range(nd):
             bcast = [1] * (nd + 1)
             bcast[dim + 1] = self.block_shape[dim]
-            off = _with_batch(self.offsets[dim].data.astype(np.int64), nd) + \
-                np.arange(self.block_shape[dim], dtype=np.int64).reshape(bcast)
+            off = _with_batch(self.offsets[dim].data.astype(np.int64), nd) + np.arange(
+                self.block_shape[dim], dtype=np.int64
+            ).reshape(bcast)
             stride = _with_batch(self.strides[dim].data.astype(np.int64), nd)
             ptrs = ptrs + (n_bytes * off * stride).astype(np.uint64)
             if dim in boundary_check:
@@ -140,8 +141,7 @@ class HostBuilder(InterpreterBuilder):
         if data.ndim > 1:  # a one-element block
             data = data.reshape(data.shape[0])
         data = data.astype(_get_np_dtype(arg.dtype), copy=False)
-        return TensorHandle(np.broadcast_to(_with_batch(data, len(shape)), data.shape[:1] + shape),
-                            arg.dtype.scalar)
+        return TensorHandle(np.broadcast_to(_with_batch(data, len(shape)), data.shape[:1] + shape), arg.dtype.scalar)
 
     def create_unsplat(self, arg):
         data = arg.data
@@ -151,7 +151,7 @@ class HostBuilder(InterpreterBuilder):
         return TensorHandle(arg.data.reshape(arg.data.shape[:1] + tuple(shape)), arg.dtype.scalar)
 
     def create_trans(self, arg, perm):
-        return TensorHandle(np.transpose(arg.data, (0, ) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
+        return TensorHandle(np.transpose(arg.data, (0,) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
 
     def create_expand_dims(self, arg, axis):
         nd = arg.data.ndim - 1
@@ -165,8 +165,8 @@ class HostBuilder(InterpreterBuilder):
     def create_cat(self, lhs, rhs):
         lhs_d, rhs_d = lhs.data, rhs.data
         batch = max(lhs_d.shape[0], rhs_d.shape[0])
-        lhs_d = np.broadcast_to(lhs_d, (batch, ) + lhs_d.shape[1:])
-        rhs_d = np.broadcast_to(rhs_d, (batch, ) + rhs_d.shape[1:])
+        lhs_d = np.broadcast_to(lhs_d, (batch,) + lhs_d.shape[1:])
+        rhs_d = np.broadcast_to(rhs_d, (batch,) + rhs_d.shape[1:])
         return TensorHandle(np.concatenate([lhs_d, rhs_d], axis=1), lhs.dtype.scalar)
 
     def create_join(self, lhs, rhs):
@@ -176,8 +176,8 @@ class HostBuilder(InterpreterBuilder):
     def create_gather(self, src, indices, axis):
         src_d, idx_d = src.data, indices.data
         batch = max(src_d.shape[0], idx_d.shape[0])
-        src_d = np.broadcast_to(src_d, (batch, ) + src_d.shape[1:])
-        idx_d = np.broadcast_to(idx_d, (batch, ) + idx_d.shape[1:])
+        src_d = np.broadcast_to(src_d, (batch,) + src_d.shape[1:])
+        idx_d = np.broadcast_to(idx_d, (batch,) + idx_d.shape[1:])
         return TensorHandle(np.take_along_axis(src_d, idx_d.astype(np.intp), axis=axis + 1), src.dtype.scalar)
 
     def create_histogram(self, data, bins, mask):
@@ -259,16 +259,18 @@ class HostBuilder(InterpreterBuilder):
 
     def create_atomic_cas(self, ptr, cmp, val, sem, scope):
         p, c, v = (np.ascontiguousarray(a) for a in _bcast(ptr.data, cmp.data, val.data))
-        old = super().create_atomic_cas(TensorHandle(p, ptr.dtype), TensorHandle(c, cmp.dtype),
-                                        TensorHandle(v, val.dtype), sem, scope)
+        old = super().create_atomic_cas(
+            TensorHandle(p, ptr.dtype), TensorHandle(c, cmp.dtype), TensorHandle(v, val.dtype), sem, scope
+        )
         if self.journal is not None:
             self.journal.append((p, np.ones(p.shape, dtype=bool), old.data))
         return old
 
     def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
         p, v, m = (np.ascontiguousarray(a) for a in _bcast(ptr.data, val.data, mask.data))
-        old = super().create_atomic_rmw(rmwOp, TensorHandle(p, ptr.dtype), TensorHandle(v, val.dtype),
-                                        TensorHandle(m, mask.dtype), sem, scope)
+        old = super().create_atomic_rmw(
+            rmwOp, TensorHandle(p, ptr.dtype), TensorHandle(v, val.dtype), TensorHandle(m, mask.dtype), sem, scope
+        )
         if self.journal is not None:
             self.journal.append((p, m, old.data))
         return old
@@ -279,20 +281,24 @@ class HostBuilder(InterpreterBuilder):
     def create_advance(self, ptr, offsets):
         if len(ptr.offsets) != len(offsets):
             raise ValueError("len(ptr.offsets) != len(offsets)")
-        new_offsets = [TensorHandle(o.data + d.data.astype(o.data.dtype), o.dtype) for o, d in zip(ptr.offsets, offsets)]
+        new_offsets = [
+            TensorHandle(o.data + d.data.astype(o.data.dtype), o.dtype) for o, d in zip(ptr.offsets, offsets)
+        ]
         return BatchedBlockPointer(ptr.base, ptr.shape, ptr.strides, new_offsets, ptr.block_shape, ptr.order)
 
-    def create_tensor_pointer_load(self, ptr, boundary_check, padding_option, cache_modifier, eviction_policy,
-                                   is_volatile):
+    def create_tensor_pointer_load(
+        self, ptr, boundary_check, padding_option, cache_modifier, eviction_policy, is_volatile
+    ):
         ptrs, masks = ptr.materialize_pointers(boundary_check)
         dtype_tt = ptrs.get_element_ty()
         dtype_np = _get_np_dtype(dtype_tt)
         if padding_option == _ir.PADDING_OPTION.PAD_NAN:
-            other = TensorHandle(np.full((1, ), float("nan"), dtype=dtype_np), dtype_tt)
+            other = TensorHandle(np.full((1,), float("nan"), dtype=dtype_np), dtype_tt)
         else:
             other = None
-        return self.create_masked_load(ptrs, TensorHandle(masks, tl.int1), other, cache_modifier, eviction_policy,
-                                       is_volatile)
+        return self.create_masked_load(
+            ptrs, TensorHandle(masks, tl.int1), other, cache_modifier, eviction_policy, is_volatile
+        )
 
     def create_tensor_pointer_store(self, ptr, value, boundary_check, cache_modifier, eviction_policy):
         ptrs, masks = ptr.materialize_pointers(boundary_check)
@@ -309,21 +315,19 @@ class HostBuilder(InterpreterBuilder):
     def create_descriptor_load(self, desc, indices, cache_modifier, eviction_policy):
         self._one_program_only("a tensor descriptor")
         ptrs, mask = desc.materialize_pointers(indices)
-        ptrs = TensorHandle(ptrs.data.reshape((1, ) + ptrs.data.shape), ptrs.dtype)
-        mask = mask.reshape((1, ) + mask.shape)
+        ptrs = TensorHandle(ptrs.data.reshape((1,) + ptrs.data.shape), ptrs.dtype)
+        mask = mask.reshape((1,) + mask.shape)
         dtype_tt = ptrs.get_element_ty()
         other = None
         if desc.padding == _ir.PADDING_OPTION.PAD_NAN:
-            other = TensorHandle(np.full((1, ), float("nan"), dtype=_get_np_dtype(dtype_tt)), dtype_tt)
-        return self.create_masked_load(ptrs, TensorHandle(mask, tl.int1), other, cache_modifier, eviction_policy,
-                                       False)
+            other = TensorHandle(np.full((1,), float("nan"), dtype=_get_np_dtype(dtype_tt)), dtype_tt)
+        return self.create_masked_load(ptrs, TensorHandle(mask, tl.int1), other, cache_modifier, eviction_policy, False)
 
     def create_descriptor_store(self, desc, value, indices):
         self._one_program_only("a tensor descriptor")
         ptrs, mask = desc.materialize_pointers(indices)
-        ptrs = TensorHandle(ptrs.data.reshape((1, ) + ptrs.data.shape), ptrs.dtype)
-        return self.create_masked_store(ptrs, value, TensorHandle(mask.reshape((1, ) + mask.shape), tl.int1), None,
-                                        None)
+        ptrs = TensorHandle(ptrs.data.reshape((1,) + ptrs.data.shape), ptrs.dtype)
+        return self.create_masked_store(ptrs, value, TensorHandle(mask.reshape((1,) + mask.shape), tl.int1), None, None)
 
     def create_descriptor_gather(self, *args, **kwargs):
         raise NotImplementedError("tensor descriptor gather is not supported by the flagos host executor")

@@ -96,8 +96,9 @@ class FlagosUtils:
         return {
             "max_shared_mem": int(_prop(props, ("max_shared_mem", "shared_memory_per_block"), HOST_MAX_SHARED_MEM)),
             "max_num_regs": int(_prop(props, ("max_num_regs", "regs_per_multiprocessor"), 65536)),
-            "multiprocessor_count": int(_prop(props, ("multi_processor_count", "multiprocessor_count"),
-                                              os.cpu_count() or 1)),
+            "multiprocessor_count": int(
+                _prop(props, ("multi_processor_count", "multiprocessor_count"), os.cpu_count() or 1)
+            ),
             "warpSize": int(_prop(props, ("warp_size", "warpSize"), DEFAULT_WARP_SIZE)),
             "sm_clock_rate": int(_prop(props, ("clock_rate", "sm_clock_rate"), 0)),
             "mem_clock_rate": int(_prop(props, ("memory_clock_rate", "mem_clock_rate"), 0)),
@@ -106,14 +107,27 @@ class FlagosUtils:
 
 
 _CPP_TYPES = {
-    "i1": "int8_t", "i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t",
-    "u1": "uint8_t", "u8": "uint8_t", "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t",
-    "fp16": "double", "bf16": "double", "fp32": "double", "f32": "double", "fp64": "double",
+    "i1": "int8_t",
+    "i8": "int8_t",
+    "i16": "int16_t",
+    "i32": "int32_t",
+    "i64": "int64_t",
+    "u1": "uint8_t",
+    "u8": "uint8_t",
+    "u16": "uint16_t",
+    "u32": "uint32_t",
+    "u64": "uint64_t",
+    "fp16": "double",
+    "bf16": "double",
+    "fp32": "double",
+    "f32": "double",
+    "fp64": "double",
 }
 
 
-def host_benchmarker(kernel_call, *, quantiles=None, warmup=1, rep=20, grad_to_none=None, return_mode="mean",
-                     max_runs=100, **_ignored):
+def host_benchmarker(
+    kernel_call, *, quantiles=None, warmup=1, rep=20, grad_to_none=None, return_mode="mean", max_runs=100, **_ignored
+):
     """The driver's benchmarker (``triton.autotune`` uses it): ``do_bench``'s
     interface, timed with a wall clock.
 
@@ -140,12 +154,12 @@ def host_benchmarker(kernel_call, *, quantiles=None, warmup=1, rep=20, grad_to_n
         ordered = sorted(times)
         values = [ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] for q in quantiles]
         return values[0] if len(values) == 1 else values
-    return {"all": lambda t: t, "min": min, "max": max, "mean": statistics.mean,
-            "median": statistics.median}[return_mode](times)
+    return {"all": lambda t: t, "min": min, "max": max, "mean": statistics.mean, "median": statistics.median}[
+        return_mode
+    ](times)
 
 
 class FlagosDriver(DriverBase):
-
     def __init__(self):
         super().__init__()
         self.utils = FlagosUtils()

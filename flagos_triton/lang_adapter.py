@@ -129,10 +129,27 @@ def _host_transpose(self):
 def _host_to_ir(self, builder):
     # Triton's interpreter needs signed/unsigned integer types (numpy), which the
     # MLIR builder's signless types cannot express (upstream: _new_to_ir).
-    name = {"int1": "int1", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
-            "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "fp8e5": "fp8e5",
-            "fp8e4nv": "fp8e4nv", "fp8e4b15": "fp8e4b15", "fp16": "half", "bf16": "bf16", "fp32": "float",
-            "fp64": "double", "void": "void", "fp8e4b8": "fp8e4b8", "fp8e5b16": "fp8e5b16"}.get(self.name)
+    name = {
+        "int1": "int1",
+        "int8": "int8",
+        "uint8": "uint8",
+        "int16": "int16",
+        "uint16": "uint16",
+        "int32": "int32",
+        "uint32": "uint32",
+        "int64": "int64",
+        "uint64": "uint64",
+        "fp8e5": "fp8e5",
+        "fp8e4nv": "fp8e4nv",
+        "fp8e4b15": "fp8e4b15",
+        "fp16": "half",
+        "bf16": "bf16",
+        "fp32": "float",
+        "fp64": "double",
+        "void": "void",
+        "fp8e4b8": "fp8e4b8",
+        "fp8e5b16": "fp8e5b16",
+    }.get(self.name)
     if name is None:
         raise ValueError(f"fail to convert {self} to ir type")
     return getattr(builder, f"get_{name}_ty")()
@@ -184,6 +201,7 @@ def _patch_set():
     cuda_libdevice = None
     try:
         from triton.language.extra.cuda import libdevice as cuda_libdevice
+
         modules.append(cuda_libdevice)
     except ImportError:
         pass
@@ -208,11 +226,17 @@ def _patch_set():
                 put(generic_libdevice, name, _redirect_libdevice(member, target))
 
     for module in (tl, tl_core):
-        for name, impl in (("reduce", reduce_scan.reduce), ("associative_scan", reduce_scan.associative_scan),
-                           ("range", _host_range), ("static_range", _host_range),
-                           ("static_assert", _host_static_assert), ("static_print", _host_static_print),
-                           ("multiple_of", _host_identity_hint), ("max_contiguous", _host_identity_hint),
-                           ("max_constancy", _host_identity_hint)):
+        for name, impl in (
+            ("reduce", reduce_scan.reduce),
+            ("associative_scan", reduce_scan.associative_scan),
+            ("range", _host_range),
+            ("static_range", _host_range),
+            ("static_assert", _host_static_assert),
+            ("static_print", _host_static_print),
+            ("multiple_of", _host_identity_hint),
+            ("max_contiguous", _host_identity_hint),
+            ("max_constancy", _host_identity_hint),
+        ):
             orig = vars(module).get(name, _MISSING)
             if orig is not _MISSING:
                 put(module, name, _switch(orig, impl))

@@ -103,8 +103,19 @@ class FlagosLauncher:
         self.name = getattr(metadata, "name", None)
         self.program = None  # loaded lazily from the binary (``function`` argument)
 
-    def __call__(self, gridX, gridY, gridZ, stream, function, packed_metadata, launch_metadata, launch_enter_hook,
-                 launch_exit_hook, *args):
+    def __call__(
+        self,
+        gridX,
+        gridY,
+        gridZ,
+        stream,
+        function,
+        packed_metadata,
+        launch_metadata,
+        launch_enter_hook,
+        launch_exit_hook,
+        *args,
+    ):
         program = function if isinstance(function, binary.HostProgram) else self.program
         if program is None:
             raise LaunchError("flagos launcher called without a loaded binary")
@@ -124,8 +135,8 @@ def _bind(program, args):
     kwargs = {}
     for idx, (name, value) in enumerate(zip(names, args)):
         sig = program.signature.get(name, "constexpr")
-        if (idx, ) in program.constants:
-            value = program.constants[(idx, )]
+        if (idx,) in program.constants:
+            value = program.constants[(idx,)]
             if isinstance(value, tl.constexpr):
                 value = value.value
             kwargs[name] = value

@@ -20,7 +20,7 @@ class _Span:
     def __init__(self, address: int, nbytes: int):
         self.__array_interface__ = {
             "data": (address, False),
-            "shape": (nbytes, ),
+            "shape": (nbytes,),
             "typestr": "|u1",
             "version": 3,
         }

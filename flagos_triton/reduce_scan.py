@@ -30,14 +30,14 @@ def _as_tensor(data, dtype, shape):
 
 
 def _results(ret):
-    return ret if isinstance(ret, tuple) else (ret, )
+    return ret if isinstance(ret, tuple) else (ret,)
 
 
 def _prepare(inputs, axis):
     """Common broadcasting: (datas, dtypes, per-program shape, axis)."""
     shape = [int(_unwrap(s)) for s in inputs[0].shape]
     batch = max(t.handle.data.shape[0] for t in inputs)
-    datas = [np.broadcast_to(t.handle.data, (batch, ) + tuple(shape)) for t in inputs]
+    datas = [np.broadcast_to(t.handle.data, (batch,) + tuple(shape)) for t in inputs]
     dtypes = [t.dtype for t in inputs]
     if axis is None:
         numel = int(np.prod(shape)) if shape else 1
@@ -66,7 +66,7 @@ def _fast_reduce_op(combine_fn):
 
 def reduce(input, axis, combine_fn, keep_dims=False, **_ignored):
     single = not isinstance(input, tuple)
-    inputs = (input, ) if single else tuple(input)
+    inputs = (input,) if single else tuple(input)
     axis = _unwrap(axis)
     keep_dims = bool(_unwrap(keep_dims))
     orig_rank = len(inputs[0].shape)
@@ -82,16 +82,16 @@ def reduce(input, axis, combine_fn, keep_dims=False, **_ignored):
         outs, out_dtypes = _tree_reduce(datas, dtypes, shape, ax, combine_fn)
 
     # outs have the reduced axis removed
-    new_shape = shape[:ax] + shape[ax + 1:]
+    new_shape = shape[:ax] + shape[ax + 1 :]
     results = []
     for data, dtype in zip(outs, out_dtypes):
         if keep_dims:
             if axis is None:
-                data = data.reshape((data.shape[0], ) + (1, ) * orig_rank)
+                data = data.reshape((data.shape[0],) + (1,) * orig_rank)
                 rshape = [1] * orig_rank
             else:
                 data = np.expand_dims(data, ax + 1)
-                rshape = shape[:ax] + [1] + shape[ax + 1:]
+                rshape = shape[:ax] + [1] + shape[ax + 1 :]
         else:
             rshape = new_shape
         results.append(_as_tensor(np.ascontiguousarray(data), dtype, rshape))
@@ -107,14 +107,14 @@ def _tree_reduce(datas, dtypes, shape, ax, combine_fn):
         rhs_idx = list(lhs_idx)
         lhs_idx[ax + 1] = slice(0, 2 * half, 2)
         rhs_idx[ax + 1] = slice(1, 2 * half, 2)
-        pair_shape = cur_shape[:ax] + [half] + cur_shape[ax + 1:]
+        pair_shape = cur_shape[:ax] + [half] + cur_shape[ax + 1 :]
         lhs = [_as_tensor(d[tuple(lhs_idx)], t, pair_shape) for d, t in zip(datas, dtypes)]
         rhs = [_as_tensor(d[tuple(rhs_idx)], t, pair_shape) for d, t in zip(datas, dtypes)]
         outs = _results(translate.call(combine_fn, *lhs, *rhs))
         batch = datas[0].shape[0]
         new = []
         for out, d in zip(outs, datas):
-            arr = np.broadcast_to(out.handle.data, (batch, ) + tuple(pair_shape))
+            arr = np.broadcast_to(out.handle.data, (batch,) + tuple(pair_shape))
             if n % 2:
                 tail_idx = [slice(None)] * (len(shape) + 1)
                 tail_idx[ax + 1] = slice(n - 1, n)
@@ -133,7 +133,7 @@ _FAST_SCAN = {"_sum_combine": np.cumsum, "_prod_combine": np.cumprod}
 
 def associative_scan(input, axis, combine_fn, reverse=False, **_ignored):
     single = not isinstance(input, tuple)
-    inputs = (input, ) if single else tuple(input)
+    inputs = (input,) if single else tuple(input)
     axis = _unwrap(axis)
     reverse = bool(_unwrap(reverse))
     datas, dtypes, shape, ax = _prepare(inputs, axis)
@@ -169,8 +169,7 @@ def _hillis_steele(datas, dtypes, shape, ax, combine_fn):
         with np.errstate(all="ignore"):
             outs = _results(translate.call(combine_fn, *lhs, *rhs))
         valid = position >= step
-        datas = [np.where(valid, o.handle.data, d.astype(o.handle.data.dtype, copy=False))
-                 for o, d in zip(outs, datas)]
+        datas = [np.where(valid, o.handle.data, d.astype(o.handle.data.dtype, copy=False)) for o, d in zip(outs, datas)]
         dtypes = [o.dtype for o in outs]
         step *= 2
     return datas, dtypes

@@ -71,13 +71,11 @@ def _call(name, *args):
 
 
 def _thunk(expr):
-    args = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
-                         defaults=[])
+    args = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
     return ast.Lambda(args=args, body=expr)
 
 
 class _Rewriter(ast.NodeTransformer):
-
     def visit_Assign(self, node):
         self.generic_visit(node)
         node.value = _call(TO_TENSOR, node.value)
@@ -140,9 +138,7 @@ def translate_jit(jit_fn: JITFunction):
         raise RuntimeError(f"{jit_fn!r} was stripped for pickling and is not in a flagos binary")
     namespace = dict(fn.__globals__)
     if fn.__closure__:
-        namespace.update(
-            {name: cell.cell_contents
-             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__)})
+        namespace.update({name: cell.cell_contents for name, cell in zip(fn.__code__.co_freevars, fn.__closure__)})
     translated = compile_function(src, fn.__name__, fn.__code__.co_filename, def_line(jit_fn), namespace)
     with _cache_lock:
         _cache[key] = (jit_fn, src, translated)

@@ -13,7 +13,7 @@ def area_from_nodeid(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     stem = path.rsplit("/", 1)[-1].removesuffix(".py")
     if stem.startswith("test_"):
-        stem = stem[len("test_"):]
+        stem = stem[len("test_") :]
     elif stem.endswith("_test"):
         stem = stem[: -len("_test")]
     return stem or "other"
@@ -25,7 +25,7 @@ def area_of(item: pytest.Item) -> str:
         name = marker.args[0] if marker.args else marker.kwargs.get("name")
         if not isinstance(name, str) or not name:
             raise pytest.UsageError(
-                f"flagos: {item.nodeid}: @pytest.mark.{MARKER} needs a name, e.g. "
-                f'@pytest.mark.{MARKER}("streams")')
+                f'flagos: {item.nodeid}: @pytest.mark.{MARKER} needs a name, e.g. @pytest.mark.{MARKER}("streams")'
+            )
         return name
     return area_from_nodeid(item.nodeid)

@@ -108,15 +108,12 @@ def default_capabilities(device: Any, keep: Mapping[str, Any] | None = None) -> 
     return Capabilities(
         device_type=device.type,
         codegen=keep["codegen"] if "codegen" in keep else _default_codegen(device.type),
-        dtypes=keep["dtypes"] if "dtypes" in keep
-        else _default_dtypes(device.type, module, device.index),
-        memory_limit=device.type != "cpu"
-        and hasattr(module, "set_per_process_memory_fraction"),
+        dtypes=keep["dtypes"] if "dtypes" in keep else _default_dtypes(device.type, module, device.index),
+        memory_limit=device.type != "cpu" and hasattr(module, "set_per_process_memory_fraction"),
     )
 
 
-def _vendor_overrides(device: Any,
-                      device_module: str | None) -> tuple[str, Mapping[str, Any]] | None:
+def _vendor_overrides(device: Any, device_module: str | None) -> tuple[str, Mapping[str, Any]] | None:
     import torch
 
     candidates = [(f"torch.{device.type}", getattr(torch, device.type, None))]
@@ -131,8 +128,7 @@ def _vendor_overrides(device: Any,
             value = value.as_dict()
         if not isinstance(value, Mapping):
             raise pytest.UsageError(
-                f"flagos: {where}.flagos_capabilities must be a dict or return one, "
-                f"got {type(value).__name__}"
+                f"flagos: {where}.flagos_capabilities must be a dict or return one, got {type(value).__name__}"
             )
         return where, value
     return None

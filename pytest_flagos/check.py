@@ -60,8 +60,7 @@ def clone_input(value, device=None, dtype=None, requires_grad=False):
     if not torch.is_tensor(value):
         return copy.deepcopy(value)
     target_dtype = dtype if (dtype is not None and value.is_floating_point()) else value.dtype
-    out = torch.empty_strided(value.size(), value.stride(), dtype=target_dtype,
-                              device=device or value.device)
+    out = torch.empty_strided(value.size(), value.stride(), dtype=target_dtype, device=device or value.device)
     with torch.no_grad():
         out.copy_(value.detach())
     if requires_grad and out.is_floating_point():
@@ -71,8 +70,7 @@ def clone_input(value, device=None, dtype=None, requires_grad=False):
 
 def significant_strides_equal(a, b):
     """Strides agree on every dimension of size > 1 (others are arbitrary)."""
-    return all(sa == sb for size, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True)
-               if size > 1)
+    return all(sa == sb for size, sa, sb in zip(a.shape, a.stride(), b.stride(), strict=True) if size > 1)
 
 
 def _within(actual, reference, atol, rtol, slack=None):
@@ -85,8 +83,7 @@ def _within(actual, reference, atol, rtol, slack=None):
     return (error <= allowed) | both_nan | same_inf
 
 
-def compare(compiled, eager, reference, *, atol=None, rtol=None, check_strides=True,
-            what="output"):
+def compare(compiled, eager, reference, *, atol=None, rtol=None, check_strides=True, what="output"):
     """Raise CompiledMismatch unless `compiled` matches `reference` like `eager` does."""
     got = list(leaves(compiled, what))
     want = list(leaves(eager, what))
@@ -101,12 +98,11 @@ def compare(compiled, eager, reference, *, atol=None, rtol=None, check_strides=T
         if not torch.is_tensor(c):
             raise CompiledMismatch(f"{path}: compiled returned {type(c).__name__}, eager a tensor")
         if c.shape != e.shape or c.dtype != e.dtype:
-            raise CompiledMismatch(
-                f"{path}: compiled {tuple(c.shape)} {c.dtype}, eager {tuple(e.shape)} {e.dtype}")
+            raise CompiledMismatch(f"{path}: compiled {tuple(c.shape)} {c.dtype}, eager {tuple(e.shape)} {e.dtype}")
         if check_strides and not significant_strides_equal(c, e):
             raise CompiledMismatch(
-                f"{path}: compiled strides {c.stride()} != eager strides {e.stride()} "
-                f"for shape {tuple(c.shape)}")
+                f"{path}: compiled strides {c.stride()} != eager strides {e.stride()} for shape {tuple(c.shape)}"
+            )
         c_cpu, e_cpu = c.detach().cpu(), e.detach().cpu()
         if not e.is_floating_point() and not e.is_complex():
             if not torch.equal(c_cpu, e_cpu):
@@ -125,12 +121,16 @@ def compare(compiled, eager, reference, *, atol=None, rtol=None, check_strides=T
             if bool(_within(c_cpu.double(), r_cpu, a, rt, slack).all()):
                 continue
         ref_name = f"{r.dtype} reference" if torch.is_tensor(r) else "eager result"
-        eager_note = ("eager itself is within tolerance of the reference" if eager_ok else
-                      "eager also deviates from the reference; compiled deviates more than "
-                      f"{EAGER_ERROR_MULTIPLIER.get(e.dtype, 2.0)}x eager's own error")
+        eager_note = (
+            "eager itself is within tolerance of the reference"
+            if eager_ok
+            else "eager also deviates from the reference; compiled deviates more than "
+            f"{EAGER_ERROR_MULTIPLIER.get(e.dtype, 2.0)}x eager's own error"
+        )
         raise CompiledMismatch(
             f"{path}: compiled {e.dtype} result differs from the {ref_name} "
-            f"(atol={a}, rtol={rt}); {eager_note}\n{first_error}") from None
+            f"(atol={a}, rtol={rt}); {eager_note}\n{first_error}"
+        ) from None
 
 
 def _floating_outputs(value):
@@ -143,8 +143,7 @@ def _backward(outputs, seed):
     if not tensors:
         return
     generator = torch.Generator().manual_seed(seed + 1)
-    grads = [torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.dtype)
-             .to(t.device) for t in tensors]
+    grads = [torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.dtype).to(t.device) for t in tensors]
     torch.autograd.backward(tensors, grads)
 
 
@@ -169,9 +168,20 @@ def _module_copy(fn, device, dtype=None):
     return module
 
 
-def check_compiles_like_eager(fn, input_sets, *, device, reference_device=None,
-                              grads=False, atol=None, rtol=None, check_strides=True,
-                              mark_dynamic=(), compile_kwargs=None, seed=0):
+def check_compiles_like_eager(
+    fn,
+    input_sets,
+    *,
+    device,
+    reference_device=None,
+    grads=False,
+    atol=None,
+    rtol=None,
+    check_strides=True,
+    mark_dynamic=(),
+    compile_kwargs=None,
+    seed=0,
+):
     """Compile `fn` once, run every input set eagerly, compiled and as a reference; compare.
 
     input_sets: list of input tuples; the first is compiled with `mark_dynamic`
@@ -193,8 +203,7 @@ def check_compiles_like_eager(fn, input_sets, *, device, reference_device=None,
         where = "" if n == 0 else f" (replay {n})"
         eager_in = [clone_input(x, device, requires_grad=grads) for x in inputs]
         compiled_in = [clone_input(x, device, requires_grad=grads) for x in inputs]
-        reference_in = [clone_input(x, ref_device, ref_dtype, requires_grad=grads)
-                        for x in inputs]
+        reference_in = [clone_input(x, ref_device, ref_dtype, requires_grad=grads) for x in inputs]
         if n == 0:
             for index, dim in mark_dynamic:
                 torch._dynamo.mark_dynamic(compiled_in[index], dim)
@@ -207,8 +216,15 @@ def check_compiles_like_eager(fn, input_sets, *, device, reference_device=None,
             reference_out = reference_fn(*reference_in)
         except Exception:  # the function does not run in the reference dtype: compare to eager
             reference_out = eager_out
-        compare(compiled_out, eager_out, reference_out, atol=atol, rtol=rtol,
-                check_strides=check_strides, what="output" + where)
+        compare(
+            compiled_out,
+            eager_out,
+            reference_out,
+            atol=atol,
+            rtol=rtol,
+            check_strides=check_strides,
+            what="output" + where,
+        )
         if grads:
             _backward(eager_out, seed)
             _backward(compiled_out, seed)
@@ -220,8 +236,15 @@ def check_compiles_like_eager(fn, input_sets, *, device, reference_device=None,
                 reference_grads = _grads(reference_fn, reference_in)
             compiled_grads = _grads(compiled_module, compiled_in)
             for name, eager_grad in eager_grads.items():
-                compare(compiled_grads.get(name), eager_grad, reference_grads.get(name),
-                        atol=atol, rtol=rtol, check_strides=check_strides, what=name + where)
+                compare(
+                    compiled_grads.get(name),
+                    eager_grad,
+                    reference_grads.get(name),
+                    atol=atol,
+                    rtol=rtol,
+                    check_strides=check_strides,
+                    what=name + where,
+                )
             for module in (eager_fn, compiled_module, reference_fn):
                 if isinstance(module, torch.nn.Module):
                     module.zero_grad(set_to_none=True)

@@ -109,8 +109,7 @@ def import_device_module(module_name: str | None) -> None:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise pytest.UsageError(
-            f"flagos: --flagos-device-module={module_name} does not import: "
-            f"{type(exc).__name__}: {exc}"
+            f"flagos: --flagos-device-module={module_name} does not import: {type(exc).__name__}: {exc}"
         ) from None
 
 
@@ -175,16 +174,13 @@ def resolve_device(spec: str, device_module: str | None = None) -> ResolvedDevic
 
     if name == "cpu":
         if index not in (None, 0):
-            raise pytest.UsageError(
-                f"flagos: --flagos-device={spec!r}: device index {index} out of range (cpu has 1)"
-            )
+            raise pytest.UsageError(f"flagos: --flagos-device={spec!r}: device index {index} out of range (cpu has 1)")
         return ResolvedDevice(spec, torch.device("cpu"), True)
 
     module = getattr(torch, name, None)
     is_available = getattr(module, "is_available", None)
     if is_available is None:
-        return ResolvedDevice(spec, torch.device(name, index), False,
-                              f"torch.{name} has no is_available()")
+        return ResolvedDevice(spec, torch.device(name, index), False, f"torch.{name} has no is_available()")
     try:
         available = bool(is_available())
     except Exception as exc:
@@ -192,8 +188,9 @@ def resolve_device(spec: str, device_module: str | None = None) -> ResolvedDevic
     else:
         why = f"torch.{name}.is_available() is False"
     if not available:
-        return ResolvedDevice(spec, torch.device(name, index), False,
-                              f"device {spec!r} is not available on this machine ({why})")
+        return ResolvedDevice(
+            spec, torch.device(name, index), False, f"device {spec!r} is not available on this machine ({why})"
+        )
 
     count_fn = getattr(module, "device_count", None)
     count = int(count_fn()) if count_fn is not None else 1

@@ -76,8 +76,7 @@ class Expectations:
         for entry in self.entries:
             if any(entry.matches(nodeid) for nodeid in ids):
                 continue
-            in_scope = any(p == entry.path or p.startswith(entry.path.rstrip("/") + "/")
-                           for p in collected_paths)
+            in_scope = any(p == entry.path or p.startswith(entry.path.rstrip("/") + "/") for p in collected_paths)
             if in_scope or not (rootdir / entry.path).exists():
                 out.append(entry)
         return out
@@ -104,8 +103,7 @@ def load(path: Path) -> Expectations:
         raise pytest.UsageError(f"{where} does not parse: {exc}") from None
     unknown = sorted(set(data) - set(STATUSES))
     if unknown:
-        raise pytest.UsageError(
-            f"{where}: unknown table(s) {', '.join(unknown)} (expected [[xfail]] and [[skip]])")
+        raise pytest.UsageError(f"{where}: unknown table(s) {', '.join(unknown)} (expected [[xfail]] and [[skip]])")
     entries: list[Entry] = []
     seen: dict[str, str] = {}
     for status in STATUSES:
@@ -126,8 +124,7 @@ def load(path: Path) -> Expectations:
             if not isinstance(reason, str) or not reason.strip():
                 raise pytest.UsageError(f"{label} ({test_id}) has no 'reason'")
             if test_id in seen:
-                raise pytest.UsageError(
-                    f"{where}: {test_id} is listed twice ([[{seen[test_id]}]] and [[{status}]])")
+                raise pytest.UsageError(f"{where}: {test_id} is listed twice ([[{seen[test_id]}]] and [[{status}]])")
             seen[test_id] = status
             entries.append(Entry(status, test_id.strip(), reason.strip()))
     return Expectations(path, tuple(entries))
@@ -149,4 +146,5 @@ def apply(item: pytest.Item, expectations: Expectations, strict: bool) -> Entry 
 def stale_warning(expectations: Expectations, entry: Entry) -> FlagosExpectationWarning:
     return FlagosExpectationWarning(
         f"flagos: expectations file {expectations.file}: [[{entry.status}]] {entry.id!r} "
-        "matches no collected test (stale entry?)")
+        "matches no collected test (stale entry?)"
+    )

@@ -44,15 +44,17 @@ def fresh_inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
 
 
 @pytest.fixture
-def compile_workers(fresh_inductor_cache: Any, flagos_device: Any, flagos_capabilities: Any,
-                    tmp_path_factory: pytest.TempPathFactory) -> Any:
+def compile_workers(
+    fresh_inductor_cache: Any, flagos_device: Any, flagos_capabilities: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Any:
     """Inductor's compile worker pool, started now (after the fresh cache directory is set),
     ready, and proven to serve compiles. Yields workers.CompileWorkers."""
     from .workers import WorkerPoolError, ensure_compile_workers
 
     try:
-        return ensure_compile_workers(flagos_device, flagos_capabilities.codegen,
-                                      tmp_path_factory.getbasetemp() / "compile-workers")
+        return ensure_compile_workers(
+            flagos_device, flagos_capabilities.codegen, tmp_path_factory.getbasetemp() / "compile-workers"
+        )
     except WorkerPoolError as exc:
         message = str(exc)
     pytest.fail(message, pytrace=False)  # outside `except`: the message alone, no chain

@@ -44,8 +44,7 @@ OPTIONS = (
     Option(
         "--flagos-device-module",
         "FLAGOS_DEVICE_MODULE",
-        "Python module to import before resolving the device (a vendor package "
-        "that registers its PrivateUse1 device).",
+        "Python module to import before resolving the device (a vendor package that registers its PrivateUse1 device).",
         metavar="MODULE",
     ),
     Option(
@@ -86,8 +85,7 @@ OPTIONS = (
     Option(
         "--flagos-worker-start",
         "FLAGOS_WORKER_START",
-        "start method of inductor's compile workers: " + ", ".join(WORKER_START_METHODS)
-        + "; default: inductor's.",
+        "start method of inductor's compile workers: " + ", ".join(WORKER_START_METHODS) + "; default: inductor's.",
         kind="choice",
         metavar="METHOD",
     ),
@@ -119,11 +117,9 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         help_text = f"{opt.help} [env {opt.env}, ini {opt.dest}]"
         if opt.kind == "bool":
-            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest,
-                            help=help_text)
+            group.addoption(opt.flag, action="store_true", default=None, dest=opt.dest, help=help_text)
         else:
-            group.addoption(opt.flag, action="store", default=None, dest=opt.dest,
-                            metavar=opt.metavar, help=help_text)
+            group.addoption(opt.flag, action="store", default=None, dest=opt.dest, metavar=opt.metavar, help=help_text)
         parser.addini(opt.dest, help_text, type="string", default="")
 
 
@@ -192,7 +188,7 @@ def read_settings(config: pytest.Config) -> Settings:
         if found is None:
             continue
         raw, where, base = found
-        field = opt.dest[len("flagos_"):]
+        field = opt.dest[len("flagos_") :]
         values[field] = _CONVERTERS[opt.kind](raw, where, base)
         sources[field] = where
     return Settings(**values, sources=sources)

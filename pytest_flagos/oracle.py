@@ -66,11 +66,19 @@ def _not_compiled_reason(allow_graph_breaks: bool) -> tuple[str | None, int, dic
     frames_ok = int(counters["frames"]["ok"])
     unsupported = [str(k).splitlines()[0] for k in counters["unimplemented"]]
     if graphs == 0:
-        return ("dynamo compiled nothing: no graph was captured, the function ran eagerly"
-                + (f" ({'; '.join(unsupported)})" if unsupported else ""), graphs, breaks)
+        return (
+            "dynamo compiled nothing: no graph was captured, the function ran eagerly"
+            + (f" ({'; '.join(unsupported)})" if unsupported else ""),
+            graphs,
+            breaks,
+        )
     if frames_total > frames_ok and not allow_graph_breaks:
-        return (f"dynamo fell back to eager for {frames_total - frames_ok} of {frames_total} "
-                f"frame(s): {'; '.join(unsupported) or 'no reason recorded'}", graphs, breaks)
+        return (
+            f"dynamo fell back to eager for {frames_total - frames_ok} of {frames_total} "
+            f"frame(s): {'; '.join(unsupported) or 'no reason recorded'}",
+            graphs,
+            breaks,
+        )
     if breaks and not allow_graph_breaks:
         listed = "; ".join(f"{reason.splitlines()[0]} (x{n})" for reason, n in breaks.items())
         return f"dynamo broke the graph {sum(breaks.values())} time(s): {listed}", graphs, breaks
@@ -78,8 +86,7 @@ def _not_compiled_reason(allow_graph_breaks: bool) -> tuple[str | None, int, dic
 
 
 def _with_repro_note(exc: BaseException, repro: Path | None, why_not: str | None) -> None:
-    note = (f"flagos repro: {repro}" if repro is not None else
-            f"flagos repro: not written ({why_not})")
+    note = f"flagos repro: {repro}" if repro is not None else f"flagos repro: not written ({why_not})"
     if hasattr(exc, "add_note"):
         exc.add_note(note)
 
@@ -132,30 +139,47 @@ def assert_compiles_like_eager(
         compile_kwargs["mode"] = mode
     if options is not None:
         compile_kwargs["options"] = options
-    check_kwargs = dict(grads=grads, atol=atol, rtol=rtol, check_strides=check_strides,
-                        mark_dynamic=tuple(tuple(m) for m in mark_dynamic), seed=seed)
+    check_kwargs = dict(
+        grads=grads,
+        atol=atol,
+        rtol=rtol,
+        check_strides=check_strides,
+        mark_dynamic=tuple(tuple(m) for m in mark_dynamic),
+        seed=seed,
+    )
     patches = dict(config_patches or {})
 
     _torch_compat.reset_dynamo()
-    patch_ctx = (_torch_compat.inductor_config().patch(patches) if patches
-                 else contextlib.nullcontext())
+    patch_ctx = _torch_compat.inductor_config().patch(patches) if patches else contextlib.nullcontext()
     try:
         with patch_ctx:
             compiled, eager = check.check_compiles_like_eager(
-                fn_or_module, input_sets, device=device, reference_device=reference_device,
-                compile_kwargs=compile_kwargs, **check_kwargs)
+                fn_or_module,
+                input_sets,
+                device=device,
+                reference_device=reference_device,
+                compile_kwargs=compile_kwargs,
+                **check_kwargs,
+            )
     except Exception as exc:
         # a mismatch, a compile error, or an error of the function itself: the repro
         # script re-raises each of them the same way
         written, why_not = repro.write_for_failure(
             repro.ReproCase(
-                fn=fn_or_module, input_sets=input_sets, device=str(device),
-                reference_device=str(reference_device), check_kwargs=check_kwargs,
-                compile_kwargs=compile_kwargs, config_patches=patches,
+                fn=fn_or_module,
+                input_sets=input_sets,
+                device=str(device),
+                reference_device=str(reference_device),
+                check_kwargs=check_kwargs,
+                compile_kwargs=compile_kwargs,
+                config_patches=patches,
                 # read outside the patch: the repro sets these, then applies the patches
                 base_config=_torch_compat.config_codegen(),
-                failure=f"{type(exc).__name__}: {exc}"),
-            repro_dir=repro_dir, name=repro_name)
+                failure=f"{type(exc).__name__}: {exc}",
+            ),
+            repro_dir=repro_dir,
+            name=repro_name,
+        )
         description = getattr(fn_or_module, "_flagos_description", None)
         if description and hasattr(exc, "add_note"):
             exc.add_note(f"flagos graph: {description}")

@@ -71,8 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from .report import ReportCollector
 
         # under xdist only the controller writes the report, from the workers' reports
-        config.pluginmanager.register(ReportCollector(settings.report, current, config),
-                                      "flagos-report")
+        config.pluginmanager.register(ReportCollector(settings.report, current, config), "flagos-report")
 
 
 def _apply_worker_settings(settings: options.Settings) -> None:
@@ -161,8 +160,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from .report import PROP_EXPECTATION
 
-    xpassed = [r for r in terminalreporter.stats.get("xpassed", [])
-               if PROP_EXPECTATION in dict(r.user_properties)]  # xfail from the file, not a marker
+    xpassed = [
+        r for r in terminalreporter.stats.get("xpassed", []) if PROP_EXPECTATION in dict(r.user_properties)
+    ]  # xfail from the file, not a marker
     if xpassed:
         terminalreporter.section("flagos: expected failures that passed")
         file = current.expectations.file if current.expectations else "the expectations file"

@@ -103,14 +103,17 @@ class ReportCollector:
 
     def add(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        entry = self.tests.setdefault(report.nodeid, {
-            "nodeid": report.nodeid,
-            "area": props.get(PROP_AREA) or area_from_nodeid(report.nodeid),
-            "outcome": None,
-            "reason": "",
-            "expectation": props.get(PROP_EXPECTATION),
-            "duration_s": 0.0,
-        })
+        entry = self.tests.setdefault(
+            report.nodeid,
+            {
+                "nodeid": report.nodeid,
+                "area": props.get(PROP_AREA) or area_from_nodeid(report.nodeid),
+                "outcome": None,
+                "reason": "",
+                "expectation": props.get(PROP_EXPECTATION),
+                "duration_s": 0.0,
+            },
+        )
         entry["duration_s"] = round(entry["duration_s"] + float(report.duration or 0.0), 4)
         decided = outcome_of(report)
         if decided is None:
@@ -122,8 +125,7 @@ class ReportCollector:
         entry["outcome"], entry["reason"] = outcome, reason
 
     def data(self) -> dict[str, Any]:
-        tests = sorted((t for t in self.tests.values() if t["outcome"]),
-                       key=lambda t: t["nodeid"])
+        tests = sorted((t for t in self.tests.values() if t["outcome"]), key=lambda t: t["nodeid"])
         summary = {o: 0 for o in OUTCOMES}
         areas: dict[str, dict[str, int]] = {}
         for test in tests:
@@ -163,8 +165,7 @@ class ReportCollector:
             "areas": dict(sorted(areas.items())),
             "tests": tests,
             "run": {
-                "started": datetime.datetime.fromtimestamp(self.started).isoformat(
-                    timespec="seconds"),
+                "started": datetime.datetime.fromtimestamp(self.started).isoformat(timespec="seconds"),
                 "duration_s": round(time.time() - self.started, 2),
                 "xdist_workers": numprocesses or 0,
                 "argv": list(self.config.invocation_params.args),
@@ -211,16 +212,15 @@ def render_markdown(data: dict[str, Any]) -> str:
         "|---|" + "---:|" * (len(OUTCOMES) + 1),
     ]
     for area, counts in data["areas"].items():
-        lines.append(f"| {area} | " + " | ".join(str(counts[o]) for o in OUTCOMES)
-                     + f" | {counts['total']} |")
+        lines.append(f"| {area} | " + " | ".join(str(counts[o]) for o in OUTCOMES) + f" | {counts['total']} |")
     s = data["summary"]
-    lines.append("| **all** | " + " | ".join(f"**{s[o]}**" for o in OUTCOMES)
-                 + f" | **{s['total']}** |")
-    for title, outcomes in (("Failures", ("failed", "error")),
-                            ("Expected failures that passed", ("xpassed",))):
+    lines.append("| **all** | " + " | ".join(f"**{s[o]}**" for o in OUTCOMES) + f" | **{s['total']}** |")
+    for title, outcomes in (("Failures", ("failed", "error")), ("Expected failures that passed", ("xpassed",))):
         rows = [t for t in data["tests"] if t["outcome"] in outcomes]
         if rows:
             lines += ["", f"## {title}", ""]
-            lines += [f"- `{t['nodeid']}` ({t['area']}, {t['outcome']}): "
-                      f"{t['reason'].replace('|', '/') or 'no message'}" for t in rows]
+            lines += [
+                f"- `{t['nodeid']}` ({t['area']}, {t['outcome']}): {t['reason'].replace('|', '/') or 'no message'}"
+                for t in rows
+            ]
     return "\n".join(lines) + "\n"

@@ -100,7 +100,8 @@ def _reference_expr(obj: Any, imports: _Imports, what: str) -> str:
     if code is None or code.co_freevars:
         raise NotReproducible(
             f"{what} {qualname} is a closure over {', '.join(code.co_freevars) if code else '?'}; "
-            "define it at module level")
+            "define it at module level"
+        )
     try:
         source = textwrap.dedent(inspect.getsource(obj))
     except (OSError, TypeError) as exc:
@@ -268,12 +269,16 @@ def write(case: ReproCase, directory: Path, name: str) -> Path:
     return path
 
 
-def write_for_failure(case: ReproCase, repro_dir: str | Path | None,
-                      name: str | None) -> tuple[Path | None, str | None]:
+def write_for_failure(
+    case: ReproCase, repro_dir: str | Path | None, name: str | None
+) -> tuple[Path | None, str | None]:
     """Write the repro if a directory is configured; (path, None) or (None, why not)."""
     current = session.current()
-    directory = Path(repro_dir) if repro_dir else (
-        current.settings.repro_dir if current and current.settings.repro_dir else None)
+    directory = (
+        Path(repro_dir)
+        if repro_dir
+        else (current.settings.repro_dir if current and current.settings.repro_dir else None)
+    )
     if directory is None:
         return None, "pass --flagos-repro-dir=DIR to get a standalone script"
     try:

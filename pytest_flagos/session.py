@@ -26,8 +26,7 @@ class FlagosSession:
         if self._capabilities is None:
             from .capabilities import capabilities_for
 
-            self._capabilities = capabilities_for(self.device.device,
-                                                  self.settings.device_module)
+            self._capabilities = capabilities_for(self.device.device, self.settings.device_module)
         return self._capabilities
 
 

@@ -67,8 +67,9 @@ class Activation:
         return []
 
     def forward_lines(self, attr: str, rank: int) -> list[str]:
-        call = {"tanh": "torch.tanh(x)", "sigmoid": "torch.sigmoid(x)",
-                "leaky_relu": "F.leaky_relu(x, 0.1)"}.get(self.name, f"F.{self.name}(x)")
+        call = {"tanh": "torch.tanh(x)", "sigmoid": "torch.sigmoid(x)", "leaky_relu": "F.leaky_relu(x, 0.1)"}.get(
+            self.name, f"F.{self.name}(x)"
+        )
         return [f"x = {call}"]
 
     def describe(self, f: int) -> str:
@@ -137,16 +138,20 @@ class Norm:
         return f
 
     def init_lines(self, attr: str, f: int) -> list[str]:
-        ctor = {"layernorm": f"nn.LayerNorm({f})", "rmsnorm": f"nn.RMSNorm({f})",
-                "groupnorm": f"nn.GroupNorm({self.groups}, {f})",
-                "batchnorm": f"nn.BatchNorm1d({f})"}[self.name]
-        lines = [f"self.{attr} = {ctor}", "with torch.no_grad():",
-                 f"    self.{attr}.weight.uniform_(0.5, 1.5)"]
+        ctor = {
+            "layernorm": f"nn.LayerNorm({f})",
+            "rmsnorm": f"nn.RMSNorm({f})",
+            "groupnorm": f"nn.GroupNorm({self.groups}, {f})",
+            "batchnorm": f"nn.BatchNorm1d({f})",
+        }[self.name]
+        lines = [f"self.{attr} = {ctor}", "with torch.no_grad():", f"    self.{attr}.weight.uniform_(0.5, 1.5)"]
         if self.name != "rmsnorm":
             lines.append(f"    self.{attr}.bias.uniform_(-0.5, 0.5)")
         if self.name == "batchnorm":
-            lines += [f"    self.{attr}.running_mean.uniform_(-0.5, 0.5)",
-                      f"    self.{attr}.running_var.uniform_(0.5, 1.5)"]
+            lines += [
+                f"    self.{attr}.running_mean.uniform_(-0.5, 0.5)",
+                f"    self.{attr}.running_var.uniform_(0.5, 1.5)",
+            ]
         return lines
 
     def forward_lines(self, attr: str, rank: int) -> list[str]:
@@ -155,8 +160,12 @@ class Norm:
         return [f"x = self.{attr}(x)"]
 
     def describe(self, f: int) -> str:
-        label = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "groupnorm": "GroupNorm",
-                 "batchnorm": "BatchNorm1d(eval)"}[self.name]
+        label = {
+            "layernorm": "LayerNorm",
+            "rmsnorm": "RMSNorm",
+            "groupnorm": "GroupNorm",
+            "batchnorm": "BatchNorm1d(eval)",
+        }[self.name]
         return f"{label}({f}{', groups=' + str(self.groups) if self.name == 'groupnorm' else ''})"
 
 
@@ -266,17 +275,25 @@ class GraphSpec:
     @property
     def source(self) -> str:
         init = [line for layer, attr, f in self._walk() for line in layer.init_lines(attr, f)]
-        forward = [line for layer, attr, _ in self._walk()
-                   for line in layer.forward_lines(attr, self.rank)]
-        body = "\n".join(["import torch", "import torch.nn as nn",
-                          "import torch.nn.functional as F", "", "",
-                          "class Graph(nn.Module):",
-                          f'    """{self.description}"""', "",
-                          "    def __init__(self):", "        super().__init__()"]
-                         + [f"        {line}" for line in init]
-                         + ["", "    def forward(self, x):"]
-                         + [f"        {line}" for line in forward]
-                         + ["        return x", ""])
+        forward = [line for layer, attr, _ in self._walk() for line in layer.forward_lines(attr, self.rank)]
+        body = "\n".join(
+            [
+                "import torch",
+                "import torch.nn as nn",
+                "import torch.nn.functional as F",
+                "",
+                "",
+                "class Graph(nn.Module):",
+                f'    """{self.description}"""',
+                "",
+                "    def __init__(self):",
+                "        super().__init__()",
+            ]
+            + [f"        {line}" for line in init]
+            + ["", "    def forward(self, x):"]
+            + [f"        {line}" for line in forward]
+            + ["        return x", ""]
+        )
         return body
 
     def build(self, seed: int = 0, dtype: Any = None) -> Any:
@@ -346,19 +363,26 @@ class GraphCase:
     @property
     def source(self) -> str:
         """A script that rebuilds the module and its inputs."""
-        return "\n".join([
-            self.graph.source,
-            f"DTYPE = torch.{self.dtype}",
-            f"INPUT_SHAPE = {self.input.shape!r}",
-            f"DYNAMIC_DIMS = {self.input.dynamic_dims!r}  # torch._dynamo.mark_dynamic",
-            f"REPLAY_SHAPES = {self.input.replay_shapes!r}", "", "",
-            "def build_module(seed=" + str(self.seed) + "):",
-            "    torch.manual_seed(seed)",
-            "    return Graph().to(DTYPE).eval()", "", "",
-            "def make_input(shape, seed=" + str(self.seed) + "):",
-            "    generator = torch.Generator().manual_seed(seed)",
-            "    return torch.randn(shape, generator=generator).to(DTYPE)", "",
-        ])
+        return "\n".join(
+            [
+                self.graph.source,
+                f"DTYPE = torch.{self.dtype}",
+                f"INPUT_SHAPE = {self.input.shape!r}",
+                f"DYNAMIC_DIMS = {self.input.dynamic_dims!r}  # torch._dynamo.mark_dynamic",
+                f"REPLAY_SHAPES = {self.input.replay_shapes!r}",
+                "",
+                "",
+                "def build_module(seed=" + str(self.seed) + "):",
+                "    torch.manual_seed(seed)",
+                "    return Graph().to(DTYPE).eval()",
+                "",
+                "",
+                "def make_input(shape, seed=" + str(self.seed) + "):",
+                "    generator = torch.Generator().manual_seed(seed)",
+                "    return torch.randn(shape, generator=generator).to(DTYPE)",
+                "",
+            ]
+        )
 
     def build(self) -> Any:
         return self.graph.build(self.seed, self.torch_dtype)
@@ -374,13 +398,11 @@ class GraphCase:
         return (self._make(self.input.shape, self.seed, device),)
 
     def replays(self, device: Any = None) -> list[tuple[Any, ...]]:
-        return [(self._make(shape, self.seed + 1 + i, device),)
-                for i, shape in enumerate(self.input.replay_shapes)]
+        return [(self._make(shape, self.seed + 1 + i, device),) for i, shape in enumerate(self.input.replay_shapes)]
 
     def oracle_kwargs(self, device: Any = None) -> dict[str, Any]:
         """mark_dynamic and replay arguments for assert_compiles_like_eager."""
-        return {"mark_dynamic": [(0, d) for d in self.input.dynamic_dims],
-                "replay": self.replays(device)}
+        return {"mark_dynamic": [(0, d) for d in self.input.dynamic_dims], "replay": self.replays(device)}
 
 
 # ---- strategies -------------------------------------------------------------------------------
@@ -392,7 +414,8 @@ def activations() -> st.SearchStrategy[Activation]:
 
 def elementwise_chains(max_steps: int = 3) -> st.SearchStrategy[Elementwise]:
     return st.lists(st.sampled_from(tuple(ELEMENTWISE)), min_size=1, max_size=max_steps).map(
-        lambda steps: Elementwise(tuple(steps)))
+        lambda steps: Elementwise(tuple(steps))
+    )
 
 
 def linears(f: int, features: Sequence[int] = FEATURES) -> st.SearchStrategy[Linear]:
@@ -434,11 +457,9 @@ def concats(f: int) -> st.SearchStrategy[Cat]:
 
 
 @st.composite
-def residual_blocks(draw: Any, f: int, rank: int, max_layers: int = 2,
-                    kinds: Sequence[str] = KINDS) -> Residual:
+def residual_blocks(draw: Any, f: int, rank: int, max_layers: int = 2, kinds: Sequence[str] = KINDS) -> Residual:
     # no nested residuals; a residual-only graph still needs something inside its blocks
-    inner = tuple(k for k in kinds if k != "residual") or tuple(k for k in KINDS
-                                                                 if k != "residual")
+    inner = tuple(k for k in kinds if k != "residual") or tuple(k for k in KINDS if k != "residual")
     body: list[Any] = []
     g = f
     for _ in range(draw(st.integers(1, max_layers))):
@@ -450,8 +471,7 @@ def residual_blocks(draw: Any, f: int, rank: int, max_layers: int = 2,
     return Residual(tuple(body))
 
 
-def layers(f: int, rank: int, kinds: Sequence[str] = KINDS,
-           keep_shape: bool = False) -> st.SearchStrategy[Any]:
+def layers(f: int, rank: int, kinds: Sequence[str] = KINDS, keep_shape: bool = False) -> st.SearchStrategy[Any]:
     """One layer of the given kinds for an input of `f` features, simplest kind first.
     keep_shape: no layer that moves batch dims (for residual blocks)."""
     makers = {
@@ -471,8 +491,13 @@ def layers(f: int, rank: int, kinds: Sequence[str] = KINDS,
 
 
 @st.composite
-def graphs(draw: Any, max_layers: int = 4, ranks: Sequence[int] = (2, 3),
-           in_features: Sequence[int] = FEATURES, kinds: Sequence[str] = KINDS) -> GraphSpec:
+def graphs(
+    draw: Any,
+    max_layers: int = 4,
+    ranks: Sequence[int] = (2, 3),
+    in_features: Sequence[int] = FEATURES,
+    kinds: Sequence[str] = KINDS,
+) -> GraphSpec:
     rank = draw(st.sampled_from(tuple(ranks)))
     f0 = draw(st.sampled_from(tuple(in_features)))
     drawn: list[Any] = []
@@ -485,16 +510,16 @@ def graphs(draw: Any, max_layers: int = 4, ranks: Sequence[int] = (2, 3),
 
 
 @st.composite
-def input_specs(draw: Any, rank: int, in_features: int, dynamic: bool = True,
-                max_size: int = 6, max_replays: int = 2) -> InputSpec:
+def input_specs(
+    draw: Any, rank: int, in_features: int, dynamic: bool = True, max_size: int = 6, max_replays: int = 2
+) -> InputSpec:
     """Batch dims of size 1..max_size; dims marked dynamic are >= 2 (dynamo specializes 0
     and 1) and are replayed with other sizes >= 2 through the same compiled graph."""
     batch_dims = rank - 1
     dynamic_dims: tuple[int, ...] = ()
     if dynamic:
         dynamic_dims = tuple(d for d in range(batch_dims) if draw(st.booleans()))
-    sizes = [draw(st.integers(2 if d in dynamic_dims else 1, max_size))
-             for d in range(batch_dims)]
+    sizes = [draw(st.integers(2 if d in dynamic_dims else 1, max_size)) for d in range(batch_dims)]
     shape = (*sizes, in_features)
     replays: list[tuple[int, ...]] = []
     if dynamic_dims:
@@ -513,17 +538,22 @@ def float_dtypes(capabilities: Any = None) -> st.SearchStrategy[str]:
 
         current = session.current()
         capabilities = current.capabilities() if current is not None else None
-    supported = DTYPE_ORDER if capabilities is None else tuple(
-        d for d in DTYPE_ORDER if d in capabilities.dtypes)
+    supported = DTYPE_ORDER if capabilities is None else tuple(d for d in DTYPE_ORDER if d in capabilities.dtypes)
     if not supported:
         raise ValueError("the device supports none of " + ", ".join(DTYPE_ORDER))
     return st.sampled_from(supported)
 
 
 @st.composite
-def graph_cases(draw: Any, capabilities: Any = None, dtypes: Sequence[str] | None = None,
-                max_layers: int = 4, ranks: Sequence[int] = (2, 3),
-                kinds: Sequence[str] = KINDS, dynamic: bool = True) -> GraphCase:
+def graph_cases(
+    draw: Any,
+    capabilities: Any = None,
+    dtypes: Sequence[str] | None = None,
+    max_layers: int = 4,
+    ranks: Sequence[int] = (2, 3),
+    kinds: Sequence[str] = KINDS,
+    dynamic: bool = True,
+) -> GraphCase:
     """A graph, its input shape (with dynamic dims and replays), a dtype the device supports."""
     graph = draw(graphs(max_layers=max_layers, ranks=ranks, kinds=kinds))
     spec = draw(input_specs(graph.rank, graph.in_features, dynamic=dynamic))

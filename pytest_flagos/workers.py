@@ -128,8 +128,7 @@ def _start(start_method: str, threads: int, log_dir: Path) -> tuple[Any, Path | 
         patch[option] = str(log_path)
         if hasattr(config, "worker_suppress_logging"):
             patch["worker_suppress_logging"] = False  # inductor sends it to /dev/null otherwise
-    what = (f"flagos: inductor's compile worker pool ({start_method}, {threads} workers) "
-            "did not start:")
+    what = f"flagos: inductor's compile worker pool ({start_method}, {threads} workers) did not start:"
     try:
         with config.patch(patch):
             pool = compat.start_pool()
@@ -155,8 +154,7 @@ def _wait_ready(pool: Any) -> None:
         ready.result()  # raises the pool's own error, if any
 
 
-def _prove_serves_compiles(pool: Any, device: Any, codegen: str,
-                           log_path: Path | None) -> ServedCompile:
+def _prove_serves_compiles(pool: Any, device: Any, codegen: str, log_path: Path | None) -> ServedCompile:
     import torch
 
     # a constant nobody compiled before: no in-memory or on-disk cache can hold the kernel
@@ -175,10 +173,10 @@ def _prove_serves_compiles(pool: Any, device: Any, codegen: str,
         # AsyncCompile.triton counts every call as a "miss" before it finds the kernel that
         # codegen already sent to the pool; calls minus hits are the kernels actually built
         built = int(counters["inductor"]["async_compile_cache_miss"]) - int(
-            counters["inductor"]["async_compile_cache_hit"])
+            counters["inductor"]["async_compile_cache_hit"]
+        )
     except Exception as exc:
-        raise _failure("flagos: the proof compile failed with the compile worker pool up:",
-                       exc, log_path) from exc
+        raise _failure("flagos: the proof compile failed with the compile worker pool up:", exc, log_path) from exc
     finally:
         compat.reset_dynamo()
 
@@ -193,12 +191,17 @@ def _prove_serves_compiles(pool: Any, device: Any, codegen: str,
         if from_pool == 0:
             raise _failure(
                 f"flagos: the compile worker pool is up but served no compile: inductor built "
-                f"{built} Triton kernel(s) in this process instead", None, log_path)
+                f"{built} Triton kernel(s) in this process instead",
+                None,
+                log_path,
+            )
         note = f"{from_pool} Triton kernel(s) compiled in worker processes"
     else:
         in_process = 0
-        note = (f"inductor's {codegen} back end compiles kernels on threads in this process, "
-                "not in the worker pool; the pool was proven by a job run in a worker process")
+        note = (
+            f"inductor's {codegen} back end compiles kernels on threads in this process, "
+            "not in the worker pool; the pool was proven by a job run in a worker process"
+        )
     return ServedCompile(codegen, names, from_pool, in_process, note)
 
 
@@ -211,11 +214,13 @@ def ensure_compile_workers(device: Any, codegen: str, log_dir: Path) -> CompileW
     if threads <= 1:
         raise WorkerPoolError(
             "flagos: inductor's compile_threads is 1, so inductor compiles in-process and "
-            "starts no worker pool; pass --flagos-compile-threads=N with N > 1")
+            "starts no worker pool; pass --flagos-compile-threads=N with N > 1"
+        )
     if not compat.process_pool_allowed():
         raise WorkerPoolError(
             f"flagos: inductor refuses to start a {start_method!r} pool from a daemonic "
-            "process; use --flagos-worker-start=subprocess")
+            "process; use --flagos-worker-start=subprocess"
+        )
 
     env = cache_env()
     pools = compat.live_pools()
@@ -244,8 +249,7 @@ def ensure_compile_workers(device: Any, codegen: str, log_dir: Path) -> CompileW
         worker_pid = int(record.pool.submit(os.getpid).result(timeout=POOL_READY_TIMEOUT_S))
     except Exception as exc:
         _discard_pools()
-        raise _failure("flagos: the compile worker pool stopped answering:", exc,
-                       record.log_path) from exc
+        raise _failure("flagos: the compile worker pool stopped answering:", exc, record.log_path) from exc
     if worker_pid == os.getpid():
         raise WorkerPoolError("flagos: a pool job ran in this process, not in a worker")
     return CompileWorkers(

@@ -171,8 +171,7 @@ def _scalar(text: str, line: int) -> Any:
         return value
     if text[0] in _PLAIN_START_FORBIDDEN or text.startswith(("- ", "-\t")) or text == "-":
         raise ConfigError(
-            f"unsupported YAML (anchors, tags, block scalars, flow mappings "
-            f"are not read here): {text!r}",
+            f"unsupported YAML (anchors, tags, block scalars, flow mappings are not read here): {text!r}",
             line,
         )
     if ": " in text or text.endswith(":"):
@@ -234,9 +233,7 @@ def _block(lines: list[_Line], i: int, indent: int) -> tuple[Any, int]:
     return (_list if _is_item(lines[i]) else _mapping)(lines, i, indent)
 
 
-def _nested(
-    lines: list[_Line], i: int, indent: int, *, allow_same_indent_list: bool
-) -> tuple[Any, int]:
+def _nested(lines: list[_Line], i: int, indent: int, *, allow_same_indent_list: bool) -> tuple[Any, int]:
     """The value of a key or item with nothing after it: a nested block, or null."""
     if i < len(lines):
         nxt = lines[i]
@@ -404,12 +401,8 @@ def parse_flagos_options(argv: list[str]) -> tuple[dict[str, str | bool], list[s
                     problems.append(f"{flag} has an empty value")
                 value_out = value
             else:
-                close = difflib.get_close_matches(
-                    flag, sorted(FLAGOS_VALUE_OPTIONS | FLAGOS_BOOL_OPTIONS), n=1
-                )
-                problems.append(
-                    f"unknown option {flag}" + (f" (did you mean {close[0]}?)" if close else "")
-                )
+                close = difflib.get_close_matches(flag, sorted(FLAGOS_VALUE_OPTIONS | FLAGOS_BOOL_OPTIONS), n=1)
+                problems.append(f"unknown option {flag}" + (f" (did you mean {close[0]}?)" if close else ""))
                 i += 1
                 continue
             if flag in options:
@@ -421,9 +414,7 @@ def parse_flagos_options(argv: list[str]) -> tuple[dict[str, str | bool], list[s
     return options, rest, problems
 
 
-def check_pytest(
-    command: Any, name: str, root: Path
-) -> tuple[list[str], dict[str, Any], list[str]]:
+def check_pytest(command: Any, name: str, root: Path) -> tuple[list[str], dict[str, Any], list[str]]:
     """Check the `pytest` value; return (argv, --flagos-* options, problems).
 
     The command must be `pytest -p flagos --flagos-device=DEVICE conformance/
@@ -450,16 +441,10 @@ def check_pytest(
     if argv and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]):
         problems.append(f"{argv[0]!r}: put environment variables in `env`")
     if not argv or argv[0] != "pytest":
-        problems.append(
-            f"the command must start with `pytest` (it starts with "
-            f"{argv[0] if argv else 'nothing'!r})"
-        )
+        problems.append(f"the command must start with `pytest` (it starts with {argv[0] if argv else 'nothing'!r})")
         return argv, {}, problems
     args = argv[1:]
-    if (
-        not any(args[i : i + 2] == ["-p", "flagos"] for i in range(len(args)))
-        and "-pflagos" not in args
-    ):
+    if not any(args[i : i + 2] == ["-p", "flagos"] for i in range(len(args))) and "-pflagos" not in args:
         problems.append("`-p flagos` is missing (CI loads the plugin explicitly)")
     flagos, rest, option_problems = parse_flagos_options(args)
     problems += option_problems
@@ -469,18 +454,14 @@ def check_pytest(
     if device is None:
         problems.append("--flagos-device=DEVICE is missing")
     elif not isinstance(device, str) or not DEVICE_RE.match(device):
-        problems.append(
-            f"--flagos-device={device} is not a device (type or type:index, "
-            "e.g. cpu, cuda:0, flagos)"
-        )
+        problems.append(f"--flagos-device={device} is not a device (type or type:index, e.g. cpu, cuda:0, flagos)")
     else:
         device_type = device.split(":")[0]
 
     expectations = flagos.get("--flagos-expectations")
     if expectations is None:
         problems.append(
-            "--flagos-expectations=FILE is missing (every accelerator has one; "
-            "an empty file means no known failures)"
+            "--flagos-expectations=FILE is missing (every accelerator has one; an empty file means no known failures)"
         )
     elif isinstance(expectations, str):
         path, why = _repo_file(expectations, root)
@@ -497,9 +478,7 @@ def check_pytest(
                     f"device {device_type!r} (expected {path.parent.name}/{device_type}.toml "
                     f"or {path.parent.name}/{name}.toml)"
                 )
-            problems += [
-                f"--flagos-expectations: {expectations}: {p}" for p in check_expectations_file(path)
-            ]
+            problems += [f"--flagos-expectations: {expectations}: {p}" for p in check_expectations_file(path)]
 
     report = flagos.get("--flagos-report")
     if report is None:
@@ -509,15 +488,11 @@ def check_pytest(
         if path is None:
             problems.append(f"--flagos-report: {why}")
         elif path.suffix != ".json":
-            problems.append(
-                f"--flagos-report: {report} must end in .json (the Markdown "
-                "summary is written beside it)"
-            )
+            problems.append(f"--flagos-report: {report} must end in .json (the Markdown summary is written beside it)")
 
     if "--flagos-strict" not in flagos:
         problems.append(
-            "--flagos-strict is missing (without it a runner that lacks the "
-            "device skips every test and the job passes)"
+            "--flagos-strict is missing (without it a runner that lacks the device skips every test and the job passes)"
         )
 
     suite_args = []
@@ -591,9 +566,7 @@ def load_config(path: Path, root: Path = ROOT) -> tuple[Config | None, list[str]
     for key in data:
         if key not in KEYS:
             close = difflib.get_close_matches(key, KEYS, n=1)
-            problems.append(
-                f"{key}: unknown key" + (f" (did you mean {close[0]}?)" if close else "")
-            )
+            problems.append(f"{key}: unknown key" + (f" (did you mean {close[0]}?)" if close else ""))
     for key in REQUIRED:
         if data.get(key) in (None, "", []):
             problems.append(f"{key}: required")
@@ -708,9 +681,7 @@ def select(configs: list[Config], which: str, root: Path) -> tuple[list[Config],
             path = root / CONFIG_DIR / f"{n}.yml"
             if not path.exists():
                 known = ", ".join(sorted(by_name)) or "none"
-                problems.append(
-                    f"{CONFIG_DIR / (n + '.yml')}: no such accelerator config (configs: {known})"
-                )
+                problems.append(f"{CONFIG_DIR / (n + '.yml')}: no such accelerator config (configs: {known})")
     return chosen, problems
 
 

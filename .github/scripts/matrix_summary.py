@@ -82,14 +82,10 @@ def load_report(path: Path) -> tuple[dict[str, Any], list[str]]:
     warnings = []
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
         raise NotAReport(
-            f"not a flagos conformance report (schema {schema!r}, expected "
-            f"{SCHEMA_PREFIX}{SCHEMA_VERSION})"
+            f"not a flagos conformance report (schema {schema!r}, expected {SCHEMA_PREFIX}{SCHEMA_VERSION})"
         )
     if schema != SCHEMA_PREFIX + SCHEMA_VERSION:
-        warnings.append(
-            f"schema {schema} (this script reads {SCHEMA_PREFIX}{SCHEMA_VERSION}); "
-            "reading it anyway"
-        )
+        warnings.append(f"schema {schema} (this script reads {SCHEMA_PREFIX}{SCHEMA_VERSION}); reading it anyway")
     tests = [t for t in data.get("tests") or [] if isinstance(t, dict)]
     areas_raw = data.get("areas")
     if isinstance(areas_raw, dict) and areas_raw:
@@ -131,9 +127,7 @@ def _cell(counts: dict[str, int] | None) -> str:
     else:
         mark = "✅"
     notes = [f"{counts[o]} {SHORT[o]}" for o in OUTCOMES[1:] if counts[o]]
-    return f"{mark} {counts['passed']}/{counts['total']}" + (
-        f" ({', '.join(notes)})" if notes else ""
-    )
+    return f"{mark} {counts['passed']}/{counts['total']}" + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _esc(text: str) -> str:
@@ -171,11 +165,7 @@ def render(reports: list[dict[str, Any]], title: str = "flagos conformance matri
         lines.append(
             f"| {_esc(r['label'])} | {_esc(device)} | {_version(v['torch'])} | "
             f"{_version(v['triton'])} | {_version(v['python'])} | "
-            + (
-                f"{float(duration):.{0 if duration >= 10 else 1}f} s"
-                if isinstance(duration, (int, float))
-                else "?"
-            )
+            + (f"{float(duration):.{0 if duration >= 10 else 1}f} s" if isinstance(duration, (int, float)) else "?")
             + f" | `{_esc(r['file'])}` |"
         )
     failing = [r for r in reports if r["failures"]]
@@ -186,9 +176,7 @@ def render(reports: list[dict[str, Any]], title: str = "flagos conformance matri
             lines.append("")
             for t in r["failures"][:FAILURE_LIMIT]:
                 reason = str(t.get("reason") or "no message").replace("`", "'")
-                lines.append(
-                    f"- `{_esc(str(t.get('nodeid')))}` ({t.get('outcome')}): {_esc(reason)}"
-                )
+                lines.append(f"- `{_esc(str(t.get('nodeid')))}` ({t.get('outcome')}): {_esc(reason)}")
             more = len(r["failures"]) - FAILURE_LIMIT
             if more > 0:
                 lines.append(f"- ... and {more} more (see {r['file']})")
@@ -200,12 +188,8 @@ def render(reports: list[dict[str, Any]], title: str = "flagos conformance matri
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "reports", nargs="+", type=Path, help="JSON conformance reports, or directories of them"
-    )
-    parser.add_argument(
-        "-o", "--output", type=Path, help="write the Markdown here (default: standard output)"
-    )
+    parser.add_argument("reports", nargs="+", type=Path, help="JSON conformance reports, or directories of them")
+    parser.add_argument("-o", "--output", type=Path, help="write the Markdown here (default: standard output)")
     parser.add_argument("--title", default="flagos conformance matrix")
     args = parser.parse_args(argv)
     reports, bad = [], 0

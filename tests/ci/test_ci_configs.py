@@ -113,9 +113,7 @@ def test_matrix_of_an_unknown_accelerator_names_the_known_ones(scratch):
 def test_env_lines(scratch):
     scratch.config(
         "acc",
-        GOOD_CONFIG.replace(
-            "  FLAGOS_ACCELERATOR: host\n", "  FLAGOS_ACCELERATOR: host\n  COUNT: 2\n"
-        ),
+        GOOD_CONFIG.replace("  FLAGOS_ACCELERATOR: host\n", "  FLAGOS_ACCELERATOR: host\n  COUNT: 2\n"),
     )
     result = scratch.run("env", "acc")
     assert result.returncode == 0, result.stderr
@@ -198,14 +196,11 @@ def test_commands_refuse_an_invalid_config(scratch):
 def test_missing_expectations_file_is_rejected(scratch):
     scratch.config(
         "acc",
-        GOOD_CONFIG.replace("cpu.toml", "xpu.toml").replace(
-            "--flagos-device=cpu", "--flagos-device=xpu"
-        ),
+        GOOD_CONFIG.replace("cpu.toml", "xpu.toml").replace("--flagos-device=cpu", "--flagos-device=xpu"),
     )
     lines = assert_rejected(
         scratch.run("validate"),
-        f"{CONFIG}: pytest: --flagos-expectations: conformance/expectations/xpu.toml "
-        "does not exist",
+        f"{CONFIG}: pytest: --flagos-expectations: conformance/expectations/xpu.toml does not exist",
     )
     assert len(lines) == 1
 
@@ -375,9 +370,7 @@ def test_no_configs_is_a_problem(scratch):
 
 def test_the_file_must_be_a_mapping(scratch):
     scratch.config("acc", "- a\n- b\n")
-    assert_rejected(
-        scratch.run("validate"), "acc.yml: the file must be a mapping of the keys name, runs-on"
-    )
+    assert_rejected(scratch.run("validate"), "acc.yml: the file must be a mapping of the keys name, runs-on")
 
 
 # -- the YAML subset ----------------------------------------------------------------------
@@ -425,9 +418,7 @@ def test_yaml_subset_refuses_what_it_does_not_read(accelerators, text, message):
 # -- the set-up scripts -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "script", sorted((REPO / ".github/scripts/setup").glob("*.sh")), ids=lambda p: p.name
-)
+@pytest.mark.parametrize("script", sorted((REPO / ".github/scripts/setup").glob("*.sh")), ids=lambda p: p.name)
 def test_setup_scripts_are_valid_bash(script):
     import subprocess
 
@@ -442,7 +433,5 @@ def test_host_setup_finds_the_makefile_torch_pin():
 
     script = (REPO / ".github/scripts/setup/host.sh").read_text()
     sed = re.search(r"sed -n '([^']+)' Makefile", script).group(1)
-    pin = subprocess.run(
-        ["sed", "-n", sed, str(REPO / "Makefile")], capture_output=True, text=True
-    ).stdout.splitlines()
+    pin = subprocess.run(["sed", "-n", sed, str(REPO / "Makefile")], capture_output=True, text=True).stdout.splitlines()
     assert pin and re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", pin[0]), pin

@@ -143,8 +143,7 @@ def test_areas_are_rebuilt_from_tests_when_missing(tmp_path):
     data = copy.deepcopy(CPU)
     data["areas"] = {}
     data["tests"] = [
-        {"nodeid": f"t{i}", "area": "graphs", "outcome": o}
-        for i, o in enumerate(["passed", "passed", "error"])
+        {"nodeid": f"t{i}", "area": "graphs", "outcome": o} for i, o in enumerate(["passed", "passed", "error"])
     ]
     path = write(tmp_path, "cpu.json", data)
     result = run_script("matrix_summary", str(path))
@@ -173,8 +172,7 @@ def test_unreadable_inputs_are_named_and_the_rest_is_written(tmp_path):
     err = result.stderr.splitlines()
     assert err[0].startswith(f"{junk}: not JSON: ")
     assert err[1] == (
-        f"{other}: not a flagos conformance report (schema 'something/1', "
-        "expected pytest_flagos.report/1)"
+        f"{other}: not a flagos conformance report (schema 'something/1', expected pytest_flagos.report/1)"
     )
     assert err[2] == f"{missing}: cannot read: No such file or directory"
     assert list(table_rows(result.stdout)) == ["cpu"]
@@ -233,9 +231,7 @@ def test_reports_written_by_the_plugin(pytester, monkeypatch, tmp_path):
     """Two pytest runs with the real plugin (two devices), merged."""
     monkeypatch.setenv(
         "PYTHONPATH",
-        os.pathsep.join(
-            [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        ),
+        os.pathsep.join([str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
     )
     for name in ("FLAGOS_DEVICE", "FLAGOS_REPORT", "FLAGOS_EXPECTATIONS", "FLAGOS_STRICT"):
         monkeypatch.delenv(name, raising=False)
@@ -257,10 +253,7 @@ def test_reports_written_by_the_plugin(pytester, monkeypatch, tmp_path):
     result = run_script("matrix_summary", str(reports), "-o", str(tmp_path / "m.md"))
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "m.md").read_text()
-    assert (
-        text.split("\n\n")[1].splitlines()[0]
-        == "| accelerator | device | all | beta | runtime | streams |"
-    )
+    assert text.split("\n\n")[1].splitlines()[0] == "| accelerator | device | all | beta | runtime | streams |"
     rows = table_rows(text)
     for label, device in (("cpu", "cpu"), ("flagos-host", "flagos")):
         assert rows[label] == [

@@ -91,9 +91,7 @@ def test_make_targets_exist(workflow):
     for job_id, line in run_lines(data):
         m = re.match(r"make\s+([\w-]+)", line)
         if m:
-            assert m.group(1) in targets, (
-                f"{name}: job {job_id}: make {m.group(1)} is not a Makefile target"
-            )
+            assert m.group(1) in targets, f"{name}: job {job_id}: make {m.group(1)} is not a Makefile target"
 
 
 def test_conformance_workflow_is_reusable_and_discovers_its_matrix():

@@ -49,7 +49,9 @@ def test_both_backends_compile_an_mlp(compiled_on_workers, assert_compiles_like_
 
 
 def _benchmarks():
-    return sum(v for k, v in counters["inductor"].items() if k.startswith("benchmarking.") and k.endswith(".benchmark_gpu"))
+    return sum(
+        v for k, v in counters["inductor"].items() if k.startswith("benchmarking.") and k.endswith(".benchmark_gpu")
+    )
 
 
 @pytest.mark.parametrize("backend", ["inductor", "flagos"])

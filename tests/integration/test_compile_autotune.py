@@ -66,7 +66,9 @@ def test_reductions(compiled_on_workers, assert_compiles_like_eager, reduction):
 
 def test_multi_kernel_backward(compiled_on_workers, assert_compiles_like_eager):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.GELU(), torch.nn.Linear(64, 8)
+    )
     result = assert_compiles_like_eager(model, torch.randn(16, 32), grads=True)
     assert result.graphs >= 1
 
@@ -170,7 +172,10 @@ def test_event_from_dummy_cuda_lineage_breaks_autotuning(tmp_path):
 def test_subprocess_workers_without_the_device_fail_and_fork_fixes_them(tmp_path):
     broken = _run(FORCE_POOL, tmp_path, TORCH_DEVICE_BACKEND_AUTOLOAD="0", FLAGOS_NO_FORK_FALLBACK="1")
     assert "Could not find an active GPU backend" in broken
-    fixed = _run(FORCE_POOL + "assert config.worker_start_method == 'fork'\n", tmp_path / "fixed",
-                 TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    fixed = _run(
+        FORCE_POOL + "assert config.worker_start_method == 'fork'\n",
+        tmp_path / "fixed",
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+    )
     assert "COMPILED OK" in fixed, fixed
     assert "compiling with fork workers instead" in fixed

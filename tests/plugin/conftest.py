@@ -15,9 +15,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-FLAGOS_ENV = ("FLAGOS_DEVICE", "FLAGOS_DEVICE_MODULE", "FLAGOS_EXPECTATIONS", "FLAGOS_REPORT",
-              "FLAGOS_REPRO_DIR", "FLAGOS_STRICT", "FLAGOS_COMPILE_THREADS",
-              "FLAGOS_WORKER_START")
+FLAGOS_ENV = (
+    "FLAGOS_DEVICE",
+    "FLAGOS_DEVICE_MODULE",
+    "FLAGOS_EXPECTATIONS",
+    "FLAGOS_REPORT",
+    "FLAGOS_REPRO_DIR",
+    "FLAGOS_STRICT",
+    "FLAGOS_COMPILE_THREADS",
+    "FLAGOS_WORKER_START",
+)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,8 +45,10 @@ LOAD_ARGS = _load_args()
 @pytest.fixture
 def flagos_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The environment of a subprocess run: this checkout first on the path, no FLAGOS_*."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join([str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+    )
     monkeypatch.setenv("PYTHONUNBUFFERED", "1")
     for name in FLAGOS_ENV:
         monkeypatch.delenv(name, raising=False)
@@ -50,8 +59,7 @@ def run_pytest(pytester: pytest.Pytester, flagos_env: None):
     """Run pytest with the plugin in a subprocess in pytester's directory."""
 
     def run(*args: str, timeout: float = 300) -> pytest.RunResult:
-        return pytester.runpytest_subprocess(*LOAD_ARGS, "-p", "no:cacheprovider", *args,
-                                             timeout=timeout)
+        return pytester.runpytest_subprocess(*LOAD_ARGS, "-p", "no:cacheprovider", *args, timeout=timeout)
 
     return run
 
@@ -60,10 +68,14 @@ def run_pytest(pytester: pytest.Pytester, flagos_env: None):
 def run_python(pytester: pytest.Pytester, flagos_env: None):
     """Run a Python script in a subprocess (repro scripts)."""
 
-    def run(script: Path, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                              cwd=script.parent, env={**os.environ, **(env or {})},
-                              timeout=timeout)
+    def run(script: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            cwd=script.parent,
+            env={**os.environ, **(env or {})},
+            timeout=timeout,
+        )
 
     return run

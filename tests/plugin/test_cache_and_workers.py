@@ -144,31 +144,33 @@ def test_compile_workers_on_cpu(run_pytest, pytester):
     run_pytest("--flagos-device=cpu", "--flagos-compile-threads=2", "-v").assert_outcomes(passed=3)
 
 
-def test_compile_workers_that_cannot_start_fail_with_the_workers_message(run_pytest, pytester,
-                                                                          monkeypatch):
+def test_compile_workers_that_cannot_start_fail_with_the_workers_message(run_pytest, pytester, monkeypatch):
     plant = pytester.mkdir("plant")
     (plant / "sitecustomize.py").write_text(PLANTED_WORKER_FAILURE)
     # inductor starts its sidecar with PYTHONPATH=$TORCH_CUSTOM_PYTHONPATH when set
-    monkeypatch.setenv("TORCH_CUSTOM_PYTHONPATH",
-                       os.pathsep.join([str(plant), os.environ["PYTHONPATH"]]))
+    monkeypatch.setenv("TORCH_CUSTOM_PYTHONPATH", os.pathsep.join([str(plant), os.environ["PYTHONPATH"]]))
     pytester.makepyfile("def test_needs_workers(compile_workers):\n    pass\n")
     result = run_pytest("--flagos-device=cpu", "--flagos-compile-threads=2")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines([
-        "*ERROR at setup of test_needs_workers*",
-        "flagos: inductor's compile worker pool (subprocess, 2 workers) did not start:",
-        "RuntimeError: the compile worker process exited with status 3",
-        "worker output (*compile-workers-*.log):",
-        "planted: this compile worker cannot see the device",
-    ], consecutive=True)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_needs_workers*",
+            "flagos: inductor's compile worker pool (subprocess, 2 workers) did not start:",
+            "RuntimeError: the compile worker process exited with status 3",
+            "worker output (*compile-workers-*.log):",
+            "planted: this compile worker cannot see the device",
+        ],
+        consecutive=True,
+    )
 
 
 def test_compile_workers_need_more_than_one_thread(run_pytest, pytester):
     pytester.makepyfile("def test_needs_workers(compile_workers):\n    pass\n")
     result = run_pytest("--flagos-device=cpu", "--flagos-compile-threads=1")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*flagos: inductor's compile_threads is 1, so inductor compiles "
-                                 "in-process and starts no worker pool*"])
+    result.stdout.fnmatch_lines(
+        ["*flagos: inductor's compile_threads is 1, so inductor compiles in-process and starts no worker pool*"]
+    )
 
 
 def test_compile_workers_serve_triton_compiles(run_pytest, pytester):
@@ -184,10 +186,10 @@ def test_compile_workers_serve_triton_compiles(run_pytest, pytester):
             if flagos_capabilities.codegen != "triton":
                 pytest.skip(f"inductor codegen for this device is {flagos_capabilities.codegen!r}")
     """)
-    result = run_pytest(f"--flagos-device={device}", "--flagos-compile-threads=2", "-rs",
-                        timeout=600)
+    result = run_pytest(f"--flagos-device={device}", "--flagos-compile-threads=2", "-rs", timeout=600)
     outcomes = result.parseoutcomes()
     if result.ret == pytest.ExitCode.USAGE_ERROR or outcomes.get("skipped"):
-        pytest.skip(f"no Triton-codegen device {device!r} here: "
-                    + (result.stderr.str().strip() or result.stdout.lines[-2]))
+        pytest.skip(
+            f"no Triton-codegen device {device!r} here: " + (result.stderr.str().strip() or result.stdout.lines[-2])
+        )
     result.assert_outcomes(passed=1)

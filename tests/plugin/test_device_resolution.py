@@ -42,12 +42,18 @@ def test_cpu_resolves(run_pytest, pytester):
     result.stdout.fnmatch_lines(["*DEVICE cpu cpp float32,float64,float16,bfloat16 {}*"])
 
 
-@pytest.mark.parametrize("spec, expected", [
-    ("tpu9", "ERROR: flagos: unknown device 'tpu9' (expected cpu, cuda[:i], xpu[:i], mps, "
-             "flagos[:i] or a registered PrivateUse1 name; registered PrivateUse1 device: "),
-    ("cpu:1", "ERROR: flagos: --flagos-device='cpu:1': device index 1 out of range (cpu has 1)"),
-    ("cuda:x", "ERROR: flagos: --flagos-device='cuda:x': device index 'x' is not an integer"),
-])
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        (
+            "tpu9",
+            "ERROR: flagos: unknown device 'tpu9' (expected cpu, cuda[:i], xpu[:i], mps, "
+            "flagos[:i] or a registered PrivateUse1 name; registered PrivateUse1 device: ",
+        ),
+        ("cpu:1", "ERROR: flagos: --flagos-device='cpu:1': device index 1 out of range (cpu has 1)"),
+        ("cuda:x", "ERROR: flagos: --flagos-device='cuda:x': device index 'x' is not an integer"),
+    ],
+)
 def test_bad_device_names_are_usage_errors(run_pytest, pytester, spec, expected):
     pytester.makepyfile("def test_x():\n    pass\n")
     line = usage_error_line(run_pytest(f"--flagos-device={spec}"))
@@ -56,18 +62,20 @@ def test_bad_device_names_are_usage_errors(run_pytest, pytester, spec, expected)
 
 def test_device_module_that_does_not_import(run_pytest, pytester):
     pytester.makepyfile("def test_x():\n    pass\n")
-    line = usage_error_line(run_pytest("--flagos-device=cpu",
-                                       "--flagos-device-module=no_such_vendor_pkg"))
-    assert line == ("ERROR: flagos: --flagos-device-module=no_such_vendor_pkg does not import: "
-                    "ModuleNotFoundError: No module named 'no_such_vendor_pkg'")
+    line = usage_error_line(run_pytest("--flagos-device=cpu", "--flagos-device-module=no_such_vendor_pkg"))
+    assert line == (
+        "ERROR: flagos: --flagos-device-module=no_such_vendor_pkg does not import: "
+        "ModuleNotFoundError: No module named 'no_such_vendor_pkg'"
+    )
 
 
 def test_device_module_raising_on_import(run_pytest, pytester):
     pytester.makepyfile(broken_vendor="raise RuntimeError('driver 42 not found')")
     pytester.makepyfile("def test_x():\n    pass\n")
     line = usage_error_line(run_pytest("--flagos-device=cpu", "--flagos-device-module=broken_vendor"))
-    assert line == ("ERROR: flagos: --flagos-device-module=broken_vendor does not import: "
-                    "RuntimeError: driver 42 not found")
+    assert line == (
+        "ERROR: flagos: --flagos-device-module=broken_vendor does not import: RuntimeError: driver 42 not found"
+    )
 
 
 def _absent_device() -> str:
@@ -90,20 +98,23 @@ def test_unavailable_device_skips_everything(run_pytest, pytester):
     """)
     result = run_pytest("-rs", f"--flagos-device={absent}")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines([
-        f"*flagos: device '{absent}': device '{absent}' is not available on this machine*"
-        "every test is skipped",
-        f"SKIPPED [[]2] *flagos: device '{absent}' is not available on this machine "
-        f"(torch.{absent}.is_available() is False)",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            f"*flagos: device '{absent}': device '{absent}' is not available on this machine*every test is skipped",
+            f"SKIPPED [[]2] *flagos: device '{absent}' is not available on this machine "
+            f"(torch.{absent}.is_available() is False)",
+        ]
+    )
 
 
 def test_unavailable_device_is_an_error_under_strict(run_pytest, pytester):
     absent = _absent_device()
     pytester.makepyfile("def test_x():\n    pass\n")
     line = usage_error_line(run_pytest(f"--flagos-device={absent}", "--flagos-strict"))
-    assert line == (f"ERROR: flagos: device '{absent}' is not available on this machine "
-                    f"(torch.{absent}.is_available() is False) (--flagos-strict)")
+    assert line == (
+        f"ERROR: flagos: device '{absent}' is not available on this machine "
+        f"(torch.{absent}.is_available() is False) (--flagos-strict)"
+    )
 
 
 def _vendor(pytester, monkeypatch, available: bool) -> None:
@@ -126,8 +137,9 @@ def test_vendor_device_index_out_of_range(run_pytest, pytester, monkeypatch):
     _vendor(pytester, monkeypatch, available=True)
     pytester.makepyfile("def test_x():\n    pass\n")
     line = usage_error_line(run_pytest("--flagos-device=acme:3", "--flagos-device-module=acme_vendor"))
-    assert line == ("ERROR: flagos: --flagos-device='acme:3': device index 3 out of range "
-                    "(torch.acme.device_count() is 1)")
+    assert line == (
+        "ERROR: flagos: --flagos-device='acme:3': device index 3 out of range (torch.acme.device_count() is 1)"
+    )
 
 
 def test_vendor_device_unavailable_skips(run_pytest, pytester, monkeypatch):
@@ -140,14 +152,19 @@ def test_vendor_device_unavailable_skips(run_pytest, pytester, monkeypatch):
 
 def test_vendor_capabilities_with_unknown_field(run_pytest, pytester, monkeypatch):
     _vendor(pytester, monkeypatch, available=True)
-    source = (pytester.path / "acme_vendor.py").read_text().replace(
-        '"codegen": "triton"', '"codegen": "triton", "tensor_cores": True')
+    source = (
+        (pytester.path / "acme_vendor.py")
+        .read_text()
+        .replace('"codegen": "triton"', '"codegen": "triton", "tensor_cores": True')
+    )
     (pytester.path / "acme_vendor.py").write_text(source)
     pytester.makepyfile(DEVICE_PROBE)
     line = usage_error_line(run_pytest("--flagos-device=acme", "--flagos-device-module=acme_vendor"))
-    assert line.startswith("ERROR: flagos: torch.acme.flagos_capabilities has unknown field(s) "
-                           "tensor_cores (known: codegen, dtypes, extra, memory_limit, "
-                           "worker_start_methods; put vendor-specific keys under 'extra')")
+    assert line.startswith(
+        "ERROR: flagos: torch.acme.flagos_capabilities has unknown field(s) "
+        "tensor_cores (known: codegen, dtypes, extra, memory_limit, "
+        "worker_start_methods; put vendor-specific keys under 'extra')"
+    )
 
 
 def _flagos_missing() -> str | None:
@@ -186,8 +203,11 @@ torch.flagos.flagos_capabilities = {fields}
 
 def test_capability_overrides_from_the_device_module(run_pytest, pytester):
     _needs_flagos()
-    pytester.makepyfile(flagos_override=FLAGOS_OVERRIDE.format(
-        fields='{"dtypes": ["float32"], "memory_limit": True, "extra": {"accelerator": "host"}}'))
+    pytester.makepyfile(
+        flagos_override=FLAGOS_OVERRIDE.format(
+            fields='{"dtypes": ["float32"], "memory_limit": True, "extra": {"accelerator": "host"}}'
+        )
+    )
     pytester.makepyfile(DEVICE_PROBE)
     result = run_pytest("-s", "--flagos-device=flagos", "--flagos-device-module=flagos_override")
     result.assert_outcomes(passed=1)
@@ -198,8 +218,9 @@ def test_capability_override_with_an_unknown_field(run_pytest, pytester):
     _needs_flagos()
     pytester.makepyfile(flagos_override=FLAGOS_OVERRIDE.format(fields='{"tensor_cores": True}'))
     pytester.makepyfile("def test_x():\n    pass\n")
-    line = usage_error_line(run_pytest("--flagos-device=flagos",
-                                       "--flagos-device-module=flagos_override"))
-    assert line == ("ERROR: flagos: torch.flagos.flagos_capabilities has unknown field(s) "
-                    "tensor_cores (known: codegen, dtypes, extra, memory_limit, "
-                    "worker_start_methods; put vendor-specific keys under 'extra')")
+    line = usage_error_line(run_pytest("--flagos-device=flagos", "--flagos-device-module=flagos_override"))
+    assert line == (
+        "ERROR: flagos: torch.flagos.flagos_capabilities has unknown field(s) "
+        "tensor_cores (known: codegen, dtypes, extra, memory_limit, "
+        "worker_start_methods; put vendor-specific keys under 'extra')"
+    )

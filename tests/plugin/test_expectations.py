@@ -45,7 +45,9 @@ def _expect(pytester, text: str) -> str:
 
 def test_xfail_skip_and_prefixes(run_pytest, pytester):
     _suite(pytester)
-    arg = _expect(pytester, """
+    arg = _expect(
+        pytester,
+        """
         [[xfail]]
         id = "test_suite.py::test_fails"
         reason = "bug 12: wrong stride"
@@ -53,13 +55,16 @@ def test_xfail_skip_and_prefixes(run_pytest, pytester):
         [[skip]]
         id = "test_suite.py::test_param"
         reason = "no streams on this device"
-    """.replace("\n        ", "\n"))
+    """.replace("\n        ", "\n"),
+    )
     result = run_pytest("--flagos-device=cpu", "-rxXs", arg)
     # test_param matches both parametrizations, but not test_param_b
     result.assert_outcomes(passed=2, xfailed=1, skipped=2)
-    result.stdout.fnmatch_lines([
-        "*XFAIL test_suite.py::test_fails - bug 12: wrong stride [[]expectations: test_suite.py::test_fails]",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*XFAIL test_suite.py::test_fails - bug 12: wrong stride [[]expectations: test_suite.py::test_fails]",
+        ]
+    )
     result.stdout.fnmatch_lines(["SKIPPED [[]2] *no streams on this device*"])
 
 
@@ -68,10 +73,12 @@ def test_xfail_that_passes_is_reported_and_fails_under_strict(run_pytest, pytest
     arg = _expect(pytester, '[[xfail]]\nid = "test_suite.py::test_passes"\nreason = "was broken"\n')
     result = run_pytest("--flagos-device=cpu", arg, "-k", "test_passes")
     result.assert_outcomes(xpassed=1)
-    result.stdout.fnmatch_lines([
-        "*flagos: expected failures that passed*",
-        f"XPASS test_suite.py::test_passes -- remove its entry from {pytester.path / 'expect.toml'}",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*flagos: expected failures that passed*",
+            f"XPASS test_suite.py::test_passes -- remove its entry from {pytester.path / 'expect.toml'}",
+        ]
+    )
     strict = run_pytest("--flagos-device=cpu", "--flagos-strict", arg, "-k", "test_passes")
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["*XPASS(strict)*was broken*"])
@@ -99,8 +106,10 @@ def test_stale_entries_are_warned_once(run_pytest, pytester, xdist):
     arg = _expect(pytester, STALE)
     result = run_pytest("--flagos-device=cpu", arg, "test_suite.py", *xdist)
     out = result.stdout.str()
-    message = ("flagos: expectations file {}: [[xfail]] 'test_suite.py::test_removed_long_ago' "
-               "matches no collected test (stale entry?)").format(pytester.path / "expect.toml")
+    message = (
+        "flagos: expectations file {}: [[xfail]] 'test_suite.py::test_removed_long_ago' "
+        "matches no collected test (stale entry?)"
+    ).format(pytester.path / "expect.toml")
     assert out.count(message) == 1, out
     assert "FlagosExpectationWarning" in out
     # a file outside this run's collection is not called stale
@@ -111,12 +120,12 @@ BAD_FILES = [
     ("[[xfail]]\nid = 'a.py::t'\nreason = oops\n", " does not parse: Invalid value (at line 3, column 10)"),
     ("[[xfail]]\nid = 'a.py::t'\n", ": [[xfail]] entry 1 (a.py::t) has no 'reason'"),
     ("[[skip]]\nreason = 'x'\n", ": [[skip]] entry 1 has no 'id'"),
-    ("[[xfail]]\nid = 'a.py::t'\nreason = 'x'\nstrict = true\n",
-     ": [[xfail]] entry 1 has unknown key(s) strict"),
-    ("[[flaky]]\nid = 'a.py::t'\nreason = 'x'\n",
-     ": unknown table(s) flaky (expected [[xfail]] and [[skip]])"),
-    ("[[xfail]]\nid = 'a.py'\nreason = 'x'\n[[skip]]\nid = 'a.py'\nreason = 'y'\n",
-     ": a.py is listed twice ([[xfail]] and [[skip]])"),
+    ("[[xfail]]\nid = 'a.py::t'\nreason = 'x'\nstrict = true\n", ": [[xfail]] entry 1 has unknown key(s) strict"),
+    ("[[flaky]]\nid = 'a.py::t'\nreason = 'x'\n", ": unknown table(s) flaky (expected [[xfail]] and [[skip]])"),
+    (
+        "[[xfail]]\nid = 'a.py'\nreason = 'x'\n[[skip]]\nid = 'a.py'\nreason = 'y'\n",
+        ": a.py is listed twice ([[xfail]] and [[skip]])",
+    ),
 ]
 
 
@@ -143,18 +152,22 @@ def test_bad_expectations_files(tmp_path, text, expected):
 def test_missing_expectations_file(run_pytest, pytester):
     pytester.makepyfile("def test_x():\n    pass\n")
     line = usage_error_line(run_pytest("--flagos-device=cpu", "--flagos-expectations=nope.toml"))
-    assert line == (f"ERROR: flagos: expectations file {pytester.path / 'nope.toml'} cannot be "
-                    "read: No such file or directory")
+    assert line == (
+        f"ERROR: flagos: expectations file {pytester.path / 'nope.toml'} cannot be read: No such file or directory"
+    )
 
 
 def test_matching_rules():
-    expectations = Expectations(Path("x.toml"), (
-        Entry("skip", "conformance/", "dir"),
-        Entry("xfail", "conformance/test_conv.py", "file"),
-        Entry("xfail", "conformance/test_conv.py::test_conv2d", "test"),
-        Entry("skip", "conformance/test_conv.py::TestGroup::", "class"),
-    ))
-    lookup = lambda nodeid: (e.reason if (e := expectations.lookup(nodeid)) else None)  # noqa: E731
+    expectations = Expectations(
+        Path("x.toml"),
+        (
+            Entry("skip", "conformance/", "dir"),
+            Entry("xfail", "conformance/test_conv.py", "file"),
+            Entry("xfail", "conformance/test_conv.py::test_conv2d", "test"),
+            Entry("skip", "conformance/test_conv.py::TestGroup::", "class"),
+        ),
+    )
+    lookup = lambda nodeid: e.reason if (e := expectations.lookup(nodeid)) else None  # noqa: E731
     assert lookup("conformance/test_conv.py::test_conv2d") == "test"
     assert lookup("conformance/test_conv.py::test_conv2d[float32]") == "test"
     assert lookup("conformance/test_conv.py::test_conv2d_transpose") == "file"  # no partial names

@@ -106,8 +106,10 @@ def test_each_layer_kind_can_be_drawn():
 
 
 def test_normalizations_cover_all_four():
-    norms = find(st.lists(strategies.normalizations(8), min_size=4, max_size=16),
-                 lambda norms: {n.name for n in norms} >= set(strategies.NORMS))
+    norms = find(
+        st.lists(strategies.normalizations(8), min_size=4, max_size=16),
+        lambda norms: {n.name for n in norms} >= set(strategies.NORMS),
+    )
     assert {n.name for n in norms} == set(strategies.NORMS)
 
 
@@ -139,10 +141,12 @@ def test_shrinking_reaches_a_small_graph(run_pytest, pytester):
     result = run_pytest("--flagos-device=cpu", timeout=600)
     result.assert_outcomes(failed=1)
     # the minimal failing case: a single LayerNorm on the smallest float32 input
-    result.stdout.fnmatch_lines([
-        "*flagos graph: LayerNorm(4)*",
-        "*case=GraphCase<float32[[]1, 4]: LayerNorm(4)>,*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*flagos graph: LayerNorm(4)*",
+            "*case=GraphCase<float32[[]1, 4]: LayerNorm(4)>,*",
+        ]
+    )
 
 
 # -- a few drawn graphs through real inductor on cpu -----------------------------------------

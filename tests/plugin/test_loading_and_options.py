@@ -57,8 +57,7 @@ def test_inert_without_a_device_does_not_import_torch(run_pytest, pytester):
 
 def test_no_flagos_blocks_the_plugin(pytester, flagos_env):
     pytester.makepyfile("def test_uses_fixture(flagos_device):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:flagos", "-p", "no:cacheprovider",
-                                           "--flagos-device=cpu")
+    result = pytester.runpytest_subprocess("-p", "no:flagos", "-p", "no:cacheprovider", "--flagos-device=cpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # the option does not exist then
     assert "unrecognized arguments: --flagos-device=cpu" in result.stderr.str()
 
@@ -83,9 +82,15 @@ def test_help_lists_options_with_env_and_ini(run_pytest):
 
 def test_options_from_the_command_line(run_pytest, pytester):
     pytester.makepyfile(SETTINGS_PROBE)
-    result = run_pytest("-s", "--flagos-device=cpu", "--flagos-strict",
-                        "--flagos-compile-threads=3", "--flagos-worker-start=fork",
-                        "--flagos-repro-dir=repros", "--flagos-report=out/r.json")
+    result = run_pytest(
+        "-s",
+        "--flagos-device=cpu",
+        "--flagos-strict",
+        "--flagos-compile-threads=3",
+        "--flagos-worker-start=fork",
+        "--flagos-repro-dir=repros",
+        "--flagos-report=out/r.json",
+    )
     result.assert_outcomes(passed=1)
     s = _settings(result)
     assert s["device"] == "cpu" and s["strict"] is True
@@ -125,16 +130,20 @@ def test_command_line_overrides_environment(run_pytest, pytester, monkeypatch):
     assert _settings(result)["worker_start"] == "subprocess"
 
 
-@pytest.mark.parametrize("args, env, expected", [
-    (["--flagos-compile-threads=many"], {},
-     "ERROR: flagos: --flagos-compile-threads='many' is not an integer"),
-    (["--flagos-compile-threads=0"], {}, "ERROR: flagos: --flagos-compile-threads=0 must be at least 1"),
-    ([], {"FLAGOS_WORKER_START": "threads"},
-     "ERROR: flagos: FLAGOS_WORKER_START='threads' is not a worker start method "
-     "(expected one of subprocess, fork, spawn)"),
-    ([], {"FLAGOS_STRICT": "maybe"},
-     "ERROR: flagos: FLAGOS_STRICT='maybe' is not a boolean (use 1/0, true/false)"),
-])
+@pytest.mark.parametrize(
+    "args, env, expected",
+    [
+        (["--flagos-compile-threads=many"], {}, "ERROR: flagos: --flagos-compile-threads='many' is not an integer"),
+        (["--flagos-compile-threads=0"], {}, "ERROR: flagos: --flagos-compile-threads=0 must be at least 1"),
+        (
+            [],
+            {"FLAGOS_WORKER_START": "threads"},
+            "ERROR: flagos: FLAGOS_WORKER_START='threads' is not a worker start method "
+            "(expected one of subprocess, fork, spawn)",
+        ),
+        ([], {"FLAGOS_STRICT": "maybe"}, "ERROR: flagos: FLAGOS_STRICT='maybe' is not a boolean (use 1/0, true/false)"),
+    ],
+)
 def test_bad_option_values_are_usage_errors(run_pytest, pytester, monkeypatch, args, env, expected):
     pytester.makepyfile("def test_x():\n    pass\n")
     for name, value in env.items():
@@ -151,17 +160,22 @@ def test_flagos_variables_do_not_break_runs_without_a_device(run_pytest, pyteste
 
 def test_report_header(run_pytest, pytester):
     pytester.makepyfile("def test_x():\n    pass\n")
-    pytester.path.joinpath("exp.toml").write_text(
-        '[[skip]]\nid = "test_report_header.py::test_x"\nreason = "demo"\n')
-    result = run_pytest("--flagos-device=cpu", "--flagos-compile-threads=2",
-                        "--flagos-worker-start=subprocess", "--flagos-expectations=exp.toml")
-    result.stdout.re_match_lines([
-        r"flagos: torch 2\.\d+\S*, triton \S+",
-        r"flagos: device 'cpu' -> cpu \(.+\)",
-        r"flagos: device properties: cpu_count=\d+.*",
-        r"flagos: capabilities: codegen=cpp dtypes=float32,float64,float16,bfloat16 "
-        r"worker_start_methods=subprocess,fork,spawn memory_limit=False",
-        r"flagos: compile workers: start=subprocess threads=2",
-        r"flagos: hypothesis profile: flagos-ci",
-        r"flagos: expectations: .*exp\.toml \(1 entries\)",
-    ])
+    pytester.path.joinpath("exp.toml").write_text('[[skip]]\nid = "test_report_header.py::test_x"\nreason = "demo"\n')
+    result = run_pytest(
+        "--flagos-device=cpu",
+        "--flagos-compile-threads=2",
+        "--flagos-worker-start=subprocess",
+        "--flagos-expectations=exp.toml",
+    )
+    result.stdout.re_match_lines(
+        [
+            r"flagos: torch 2\.\d+\S*, triton \S+",
+            r"flagos: device 'cpu' -> cpu \(.+\)",
+            r"flagos: device properties: cpu_count=\d+.*",
+            r"flagos: capabilities: codegen=cpp dtypes=float32,float64,float16,bfloat16 "
+            r"worker_start_methods=subprocess,fork,spawn memory_limit=False",
+            r"flagos: compile workers: start=subprocess threads=2",
+            r"flagos: hypothesis profile: flagos-ci",
+            r"flagos: expectations: .*exp\.toml \(1 entries\)",
+        ]
+    )

@@ -58,22 +58,25 @@ EXPECTED_TESTS = {
     "test_memory.py::test_alloc": ("memory", "passed", ""),
     "test_memory.py::test_empty_cache": ("allocator", "passed", ""),
     "test_memory.py::test_expected_bug": (
-        "memory", "xfailed", "bug 7, fixed in the next driver [expectations: test_memory.py::test_expected_bug]"),
+        "memory",
+        "xfailed",
+        "bug 7, fixed in the next driver [expectations: test_memory.py::test_expected_bug]",
+    ),
     "test_memory.py::test_limit": ("memory", "skipped", "no memory limit on this device"),
     "test_memory.py::test_stats": ("memory", "error", "RuntimeError: allocator not initialised"),
     "test_streams.py::test_fixed_meanwhile": ("streams", "xpassed", "was flaky"),
     "test_streams.py::test_priority": ("streams", "xfailed", "no priority streams"),
     "test_streams.py::test_record": ("streams", "passed", ""),
-    "test_streams.py::test_wait": (
-        "streams", "failed", "AssertionError: event never completed assert 1 == 2"),
+    "test_streams.py::test_wait": ("streams", "failed", "AssertionError: event never completed assert 1 == 2"),
 }
 
 
 def _run(run_pytest, pytester, name: str, *extra: str) -> dict:
     pytester.makepyfile(test_streams=STREAMS, test_memory=MEMORY)
     (pytester.path / "expect.toml").write_text(EXPECTATIONS)
-    result = run_pytest("--flagos-device=cpu", f"--flagos-report=out/{name}.json",
-                        "--flagos-expectations=expect.toml", *extra)
+    result = run_pytest(
+        "--flagos-device=cpu", f"--flagos-report=out/{name}.json", "--flagos-expectations=expect.toml", *extra
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([f"flagos: report written to *{name}.json and *{name}.md"])
     return load_report(pytester.path / "out" / f"{name}.json")
@@ -97,14 +100,27 @@ def test_report_contents(run_pytest, pytester):
     assert report["expectations"]["entries"] == 1
     got = {t["nodeid"]: (t["area"], t["outcome"], t["reason"]) for t in report["tests"]}
     assert got == EXPECTED_TESTS
-    assert report["summary"] == {"passed": 3, "failed": 1, "error": 1, "xfailed": 2,
-                                 "xpassed": 1, "skipped": 1, "total": 9}
-    assert report["areas"]["streams"] == {"passed": 1, "failed": 1, "error": 0, "xfailed": 1,
-                                          "xpassed": 1, "skipped": 0, "total": 4}
+    assert report["summary"] == {
+        "passed": 3,
+        "failed": 1,
+        "error": 1,
+        "xfailed": 2,
+        "xpassed": 1,
+        "skipped": 1,
+        "total": 9,
+    }
+    assert report["areas"]["streams"] == {
+        "passed": 1,
+        "failed": 1,
+        "error": 0,
+        "xfailed": 1,
+        "xpassed": 1,
+        "skipped": 0,
+        "total": 4,
+    }
     assert report["areas"]["allocator"]["passed"] == 1
     by_id = {t["nodeid"]: t for t in report["tests"]}
-    assert by_id["test_memory.py::test_expected_bug"]["expectation"] == (
-        "xfail: bug 7, fixed in the next driver")
+    assert by_id["test_memory.py::test_expected_bug"]["expectation"] == ("xfail: bug 7, fixed in the next driver")
     assert by_id["test_memory.py::test_alloc"]["expectation"] is None
 
     markdown = (pytester.path / "out" / "serial.md").read_text()
@@ -112,8 +128,7 @@ def test_report_contents(run_pytest, pytester):
     assert "| area | passed | failed | error | xfailed | xpassed | skipped | total |" in markdown
     assert "| streams | 1 | 1 | 0 | 1 | 1 | 0 | 4 |" in markdown
     assert "| **all** | **3** | **1** | **1** | **2** | **1** | **1** | **9** |" in markdown
-    assert "- `test_streams.py::test_wait` (streams, failed): AssertionError: event never completed" \
-        in markdown
+    assert "- `test_streams.py::test_wait` (streams, failed): AssertionError: event never completed" in markdown
     assert "## Expected failures that passed" in markdown
 
 

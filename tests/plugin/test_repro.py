@@ -92,7 +92,8 @@ def test_no_repro_dir_says_how_to_get_one(run_pytest, pytester):
     result = run_pytest("--flagos-device=cpu")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*flagos repro: not written (pass --flagos-repro-dir=DIR to get a standalone script)*"])
+        ["*flagos repro: not written (pass --flagos-repro-dir=DIR to get a standalone script)*"]
+    )
 
 
 def test_a_closure_cannot_be_reproduced_and_says_why(run_pytest, pytester):
@@ -110,5 +111,9 @@ def test_a_closure_cannot_be_reproduced_and_says_why(run_pytest, pytester):
     """)
     result = run_pytest("--flagos-device=cpu", "--flagos-repro-dir=repros")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*flagos repro: not written (the function test_closure.<locals>.fn "
-                                 "is a closure over scale; define it at module level)*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*flagos repro: not written (the function test_closure.<locals>.fn "
+            "is a closure over scale; define it at module level)*"
+        ]
+    )

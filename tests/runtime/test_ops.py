@@ -70,9 +70,7 @@ def test_factories_on_flagos():
     torch.testing.assert_close(torch.full((2,), 7.0, device="flagos").cpu(), torch.full((2,), 7.0))
     torch.testing.assert_close(torch.eye(3, device="flagos").cpu(), torch.eye(3))
     torch.testing.assert_close(torch.linspace(0, 1, 5, device="flagos").cpu(), torch.linspace(0, 1, 5))
-    torch.testing.assert_close(
-        torch.tril_indices(3, 3, device="flagos").cpu(), torch.tril_indices(3, 3)
-    )
+    torch.testing.assert_close(torch.tril_indices(3, 3, device="flagos").cpu(), torch.tril_indices(3, 3))
     assert sorted(torch.randperm(6, device="flagos").cpu().tolist()) == list(range(6))
     assert torch.tensor([1, 2], device="flagos:1").device == torch.device("flagos", 1)
 
@@ -186,7 +184,9 @@ def test_mixing_cpu_and_flagos_is_an_error_but_cpu_scalars_are_fine():
 
 def test_an_op_the_compute_device_lacks_names_op_and_device():
     x = torch.ones(8, device="flagos")
-    with pytest.raises(NotImplementedError, match=r"aten::_fused_dropout is not supported on flagos:0.*compute device \(cpu\)"):
+    with pytest.raises(
+        NotImplementedError, match=r"aten::_fused_dropout is not supported on flagos:0.*compute device \(cpu\)"
+    ):
         torch.ops.aten._fused_dropout(x, 0.5)
 
 

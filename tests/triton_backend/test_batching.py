@@ -76,14 +76,18 @@ def _program(compile_kernel, fn, sig, consts):
 def test_analysis_verdicts(compile_kernel):
     p = _program(compile_kernel, pid_loop_kernel, {"out_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 8})
     assert not p.batch_ok and "loop" in p.batch_reason
-    p = _program(compile_kernel, arg_loop_kernel, {"out_ptr": "*fp32", "n_iter": "i32", "flag": "i32",
-                                                   "BLOCK": "constexpr"}, {"BLOCK": 8})
+    p = _program(
+        compile_kernel,
+        arg_loop_kernel,
+        {"out_ptr": "*fp32", "n_iter": "i32", "flag": "i32", "BLOCK": "constexpr"},
+        {"BLOCK": 8},
+    )
     assert p.batch_ok, p.batch_reason
-    p = _program(compile_kernel, while_kernel, {"out_ptr": "*i32", "limit": "i32", "BLOCK": "constexpr"},
-                 {"BLOCK": 8})
+    p = _program(compile_kernel, while_kernel, {"out_ptr": "*i32", "limit": "i32", "BLOCK": "constexpr"}, {"BLOCK": 8})
     assert not p.batch_ok and "while" in p.batch_reason
-    p = _program(compile_kernel, loaded_branch_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"},
-                 {"BLOCK": 8})
+    p = _program(
+        compile_kernel, loaded_branch_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 8}
+    )
     assert not p.batch_ok and "branch" in p.batch_reason
 
 
@@ -92,15 +96,19 @@ def test_results_of_each_verdict(compile_kernel):
     out = torch.empty(6, 8)
     k[(6, 1, 1)](out, 8)
     assert torch.equal(out, torch.arange(6, dtype=torch.float32)[:, None].expand(6, 8))
-    k = compile_kernel(arg_loop_kernel, {"out_ptr": "*fp32", "n_iter": "i32", "flag": "i32", "BLOCK": "constexpr"},
-                       {"BLOCK": 8})
+    k = compile_kernel(
+        arg_loop_kernel, {"out_ptr": "*fp32", "n_iter": "i32", "flag": "i32", "BLOCK": "constexpr"}, {"BLOCK": 8}
+    )
     k[(6, 1, 1)](out, 3, 1, 8)
     assert torch.equal(out, (torch.arange(6, dtype=torch.float32) * 6)[:, None].expand(6, 8))
 
 
 def test_divergence_after_writes_is_rolled_back(compile_kernel, rng):
-    k = compile_kernel(write_then_branch_kernel, {"x_ptr": "*fp32", "acc_ptr": "*fp32", "out_ptr": "*fp32",
-                                                  "counter_ptr": "*i32", "BLOCK": "constexpr"}, {"BLOCK": 8})
+    k = compile_kernel(
+        write_then_branch_kernel,
+        {"x_ptr": "*fp32", "acc_ptr": "*fp32", "out_ptr": "*fp32", "counter_ptr": "*i32", "BLOCK": "constexpr"},
+        {"BLOCK": 8},
+    )
     program = binary.load(k.kernel)
     assert program.batch_ok  # the TTIR has no branch left
     x = torch.randn(16, generator=rng)
@@ -115,8 +123,7 @@ def test_divergence_after_writes_is_rolled_back(compile_kernel, rng):
 
 
 def test_forced_batching_of_a_branchy_kernel_is_still_right(compile_kernel, rng):
-    k = compile_kernel(loaded_branch_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"},
-                       {"BLOCK": 8})
+    k = compile_kernel(loaded_branch_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 8})
     program = binary.load(k.kernel)
     assert not program.batch_ok
     forced = dataclasses.replace(program, batch_ok=True)

@@ -81,7 +81,8 @@ def test_driver_delegates_to_torch_flagos(monkeypatch):
         set_device=lambda i: calls.append(("set_device", i)),
         current_stream=lambda i: stream,
         get_device_properties=lambda i: types.SimpleNamespace(
-            warp_size=64, multi_processor_count=7, L2_cache_size=1024, max_shared_mem=4096),
+            warp_size=64, multi_processor_count=7, L2_cache_size=1024, max_shared_mem=4096
+        ),
     )
     monkeypatch.setattr(flagos_driver, "_flagos_module", lambda: fake)
     drv = FlagosDriver()
@@ -124,8 +125,13 @@ def _copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def test_compiled_kernel_metadata(compile_kernel):
-    k = compile_kernel(_copy_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-                       {"BLOCK": 128}, num_warps=2, num_stages=1)
+    k = compile_kernel(
+        _copy_kernel,
+        {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+        {"BLOCK": 128},
+        num_warps=2,
+        num_stages=1,
+    )
     md = k.metadata
     # what CompiledKernel, CachingAutotuner and inductor's launcher read
     assert md.name == "_copy_kernel" and k.name == "_copy_kernel"

@@ -28,14 +28,12 @@ pytestmark = pytest.mark.slow
 
 
 class _CpuTargetBackend(FlagosBackend):
-
     @staticmethod
     def supports_target(target):
         return target.backend == "cpu"
 
 
 class _CpuTargetDriver(FlagosDriver):
-
     def get_current_target(self):
         return GPUTarget("cpu", "host", 32)
 
@@ -65,7 +63,7 @@ def inductor_on_flagos_executor(monkeypatch):
 
 
 def _flat(out):
-    items = out if isinstance(out, (tuple, list)) else (out, )
+    items = out if isinstance(out, (tuple, list)) else (out,)
     flat = []
     for item in items:
         flat.extend(_flat(item) if isinstance(item, (tuple, list)) else [item])
@@ -86,10 +84,13 @@ def _check(fn, *args, atol=1e-5, rtol=1e-5):
 def test_norms_softmax_and_pointwise(inductor_on_flagos_executor, rng):
 
     def fn(x, w):
-        y = torch.nn.functional.layer_norm(x, (x.shape[-1], ), w)
-        return (torch.softmax(y, -1).sum(0) + torch.erf(x).amax(-1, keepdim=True).mean(),
-                torch.nn.functional.gelu(x) * torch.rsqrt(x.abs() + 1), x.var(0),
-                torch.sigmoid(x).pow(2.5) + torch.tanh(x) + torch.log1p(x.abs()))
+        y = torch.nn.functional.layer_norm(x, (x.shape[-1],), w)
+        return (
+            torch.softmax(y, -1).sum(0) + torch.erf(x).amax(-1, keepdim=True).mean(),
+            torch.nn.functional.gelu(x) * torch.rsqrt(x.abs() + 1),
+            x.var(0),
+            torch.sigmoid(x).pow(2.5) + torch.tanh(x) + torch.log1p(x.abs()),
+        )
 
     _check(fn, torch.randn(64, 100, generator=rng), torch.randn(100, generator=rng))
 
@@ -97,8 +98,16 @@ def test_norms_softmax_and_pointwise(inductor_on_flagos_executor, rng):
 def test_scans_sorts_and_arg_reductions(inductor_on_flagos_executor, rng):
 
     def fn(x):
-        return (torch.cumsum(x, 1), torch.cummax(x, 1).values, x.argmax(1), x.min(0).indices,
-                torch.sort(x, dim=1)[0], torch.logsumexp(x, 1), x.prod(1), x.std(1))
+        return (
+            torch.cumsum(x, 1),
+            torch.cummax(x, 1).values,
+            x.argmax(1),
+            x.min(0).indices,
+            torch.sort(x, dim=1)[0],
+            torch.logsumexp(x, 1),
+            x.prod(1),
+            x.std(1),
+        )
 
     _check(fn, torch.randn(32, 64, generator=rng), atol=1e-4, rtol=1e-4)
 
@@ -106,7 +115,10 @@ def test_scans_sorts_and_arg_reductions(inductor_on_flagos_executor, rng):
 def test_indexing_and_atomics(inductor_on_flagos_executor, rng):
 
     def fn(x, idx):
-        return (x[idx] * 2, torch.zeros(10, 100).index_add_(0, idx % 10, x[:idx.numel()]),
-                torch.gather(x, 1, (idx % 100).view(-1, 1).expand(-1, 3)))
+        return (
+            x[idx] * 2,
+            torch.zeros(10, 100).index_add_(0, idx % 10, x[: idx.numel()]),
+            torch.gather(x, 1, (idx % 100).view(-1, 1).expand(-1, 3)),
+        )
 
-    _check(fn, torch.randn(64, 100, generator=rng), torch.randint(0, 64, (50, ), generator=rng))
+    _check(fn, torch.randn(64, 100, generator=rng), torch.randint(0, 64, (50,), generator=rng))

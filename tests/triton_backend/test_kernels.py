@@ -43,7 +43,7 @@ ADD_SIG = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "
 def test_pointwise(compile_kernel, rng, n):
     k = compile_kernel(add_kernel, ADD_SIG, {"BLOCK": 1024})
     x, y = torch.randn(n, generator=rng), torch.randn(n, generator=rng)
-    guard = torch.full((n + 64, ), -7.0)
+    guard = torch.full((n + 64,), -7.0)
     out = guard[:n]
     k[(triton.cdiv(n, 1024), 1, 1)](x, y, out, n, 1024)
     torch.testing.assert_close(out, x + 2 * y)
@@ -72,10 +72,21 @@ def mixed_dtype_kernel(x_ptr, y_ptr, out_ptr, out2_ptr, n, scale, BLOCK: tl.cons
 
 def test_mixed_dtypes(compile_kernel, rng):
     n = 1000
-    k = compile_kernel(mixed_dtype_kernel, {"x_ptr": "*fp16", "y_ptr": "*i32", "out_ptr": "*bf16", "out2_ptr": "*i64",
-                                            "n": "i32", "scale": "fp32", "BLOCK": "constexpr"}, {"BLOCK": 256})
+    k = compile_kernel(
+        mixed_dtype_kernel,
+        {
+            "x_ptr": "*fp16",
+            "y_ptr": "*i32",
+            "out_ptr": "*bf16",
+            "out2_ptr": "*i64",
+            "n": "i32",
+            "scale": "fp32",
+            "BLOCK": "constexpr",
+        },
+        {"BLOCK": 256},
+    )
     x = torch.randn(n, generator=rng).half()
-    y = torch.randint(-50, 50, (n, ), generator=rng, dtype=torch.int32)
+    y = torch.randint(-50, 50, (n,), generator=rng, dtype=torch.int32)
     out = torch.empty(n, dtype=torch.bfloat16)
     out2 = torch.empty(n, dtype=torch.int64)
     k[(4, 1, 1)](x, y, out, out2, n, 0.5, 256)
@@ -88,8 +99,7 @@ def test_mixed_dtypes(compile_kernel, rng):
 
 # ------------------------------------------------------------------ reductions (inductor style)
 @triton.jit
-def red_kernel(in_ptr0, out_ptr0, out_ptr1, out_ptr2, xnumel, r0_numel, XBLOCK: tl.constexpr,
-               R0_BLOCK: tl.constexpr):
+def red_kernel(in_ptr0, out_ptr0, out_ptr1, out_ptr2, xnumel, r0_numel, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
     xmask = xindex < xnumel
@@ -102,8 +112,7 @@ def red_kernel(in_ptr0, out_ptr0, out_ptr1, out_ptr2, xnumel, r0_numel, XBLOCK: 
     for r0_offset in range(0, r0_numel, R0_BLOCK):
         r0_index = r0_offset + r0_base
         r0_mask = r0_index < r0_numel
-        tmp0 = tl.load(in_ptr0 + (r0_index + r0_numel * x0), r0_mask & xmask, eviction_policy="evict_first",
-                       other=0.0)
+        tmp0 = tl.load(in_ptr0 + (r0_index + r0_numel * x0), r0_mask & xmask, eviction_policy="evict_first", other=0.0)
         tmp1 = libdevice.exp(tmp0)
         tmp3 = tl.broadcast_to(tmp1, [XBLOCK, R0_BLOCK])
         tmp5 = _tmp2 + tmp3
@@ -122,8 +131,16 @@ def red_kernel(in_ptr0, out_ptr0, out_ptr1, out_ptr2, xnumel, r0_numel, XBLOCK: 
     tl.store(out_ptr2 + x0, tmp6, xmask)
 
 
-RED_SIG = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "out_ptr1": "*fp32", "out_ptr2": "*i64", "xnumel": "i32",
-           "r0_numel": "i32", "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"}
+RED_SIG = {
+    "in_ptr0": "*fp32",
+    "out_ptr0": "*fp32",
+    "out_ptr1": "*fp32",
+    "out_ptr2": "*i64",
+    "xnumel": "i32",
+    "r0_numel": "i32",
+    "XBLOCK": "constexpr",
+    "R0_BLOCK": "constexpr",
+}
 
 
 @pytest.mark.parametrize("xblock, rblock", [(1, 512), (8, 64), (32, 16)])
@@ -152,7 +169,8 @@ def persistent_norm_kernel(in_ptr, w_ptr, out_ptr, mean_ptr, xnumel, r0_numel: t
     w = tl.load(w_ptr + r0, rmask, other=0.0)
     vb = tl.broadcast_to(v, [XBLOCK, R0_BLOCK])
     mean, m2, weight = triton_helpers.welford(
-        tl.where(rmask & xmask, vb, 0.0), tl.zeros_like(vb), tl.where(rmask & xmask, 1.0, 0.0), 1)
+        tl.where(rmask & xmask, vb, 0.0), tl.zeros_like(vb), tl.where(rmask & xmask, 1.0, 0.0), 1
+    )
     mean = mean[:, None]
     var = (m2 / r0_numel)[:, None]
     y = (v - mean) * libdevice.rsqrt(var + 1e-5) * w
@@ -162,13 +180,23 @@ def persistent_norm_kernel(in_ptr, w_ptr, out_ptr, mean_ptr, xnumel, r0_numel: t
 
 def test_persistent_welford_layernorm(compile_kernel, rng):
     X, R = 33, 50
-    k = compile_kernel(persistent_norm_kernel, {"in_ptr": "*fp32", "w_ptr": "*fp32", "out_ptr": "*fp32",
-                                                "mean_ptr": "*fp32", "xnumel": "i32", "r0_numel": "constexpr",
-                                                "XBLOCK": "constexpr"}, {"r0_numel": R, "XBLOCK": 4})
+    k = compile_kernel(
+        persistent_norm_kernel,
+        {
+            "in_ptr": "*fp32",
+            "w_ptr": "*fp32",
+            "out_ptr": "*fp32",
+            "mean_ptr": "*fp32",
+            "xnumel": "i32",
+            "r0_numel": "constexpr",
+            "XBLOCK": "constexpr",
+        },
+        {"r0_numel": R, "XBLOCK": 4},
+    )
     x, w = torch.randn(X, R, generator=rng), torch.randn(R, generator=rng)
     out, mean = torch.empty(X, R), torch.empty(X)
     k[(triton.cdiv(X, 4), 1, 1)](x, w, out, mean, X, R, 4)
-    torch.testing.assert_close(out, torch.nn.functional.layer_norm(x, (R, ), eps=1e-5) * w, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(out, torch.nn.functional.layer_norm(x, (R,), eps=1e-5) * w, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(mean, x.mean(1))
 
 
@@ -195,8 +223,9 @@ def helper_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 def test_kernel_calling_jit_helpers(compile_kernel, rng):
     n = 777
-    k = compile_kernel(helper_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-                       {"BLOCK": 128})
+    k = compile_kernel(
+        helper_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128}
+    )
     x = torch.randn(n, generator=rng) * 15
     out = torch.empty(n)
     k[(triton.cdiv(n, 128), 1, 1)](x, out, n, 128)
@@ -249,8 +278,11 @@ def test_libdevice_externs(compile_kernel, rng, dtype):
         if name == "tl.sqrt_rn" and dtype == torch.float64:
             continue
         helper = _UNARY_HELPERS[name]
-        k = compile_kernel(unary_kernel, {"x_ptr": f"*{sig_ty}", "out_ptr": f"*{sig_ty}", "n": "i32",
-                                          "FN": "constexpr", "BLOCK": "constexpr"}, {"FN": helper, "BLOCK": 128})
+        k = compile_kernel(
+            unary_kernel,
+            {"x_ptr": f"*{sig_ty}", "out_ptr": f"*{sig_ty}", "n": "i32", "FN": "constexpr", "BLOCK": "constexpr"},
+            {"FN": helper, "BLOCK": 128},
+        )
         out = torch.empty(n, dtype=dtype)
         k[(triton.cdiv(n, 128), 1, 1)](x, out, n, helper, 128)
         tol = dict(rtol=2e-5, atol=2e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-10)
@@ -374,11 +406,29 @@ def _h_cuda_tanh(x):
 
 
 _UNARY_HELPERS = {
-    "exp": _h_exp, "exp2": _h_exp2, "expm1": _h_expm1, "log": _h_log, "log1p": _h_log1p, "log2": _h_log2,
-    "sqrt": _h_sqrt, "rsqrt": _h_rsqrt, "tanh": _h_tanh, "erf": _h_erf, "erfinv": _h_erfinv, "sin": _h_sin,
-    "atan2": _h_atan2, "pow": _h_pow, "floor": _h_floor, "nearbyint": _h_nearbyint, "isnan": _h_isnan,
-    "lgamma": _h_lgamma, "tl_math.exp": _h_tl_math_exp, "tl_math.cos": _h_tl_math_cos,
-    "tl_math.log": _h_tl_math_log, "tl.sqrt_rn": _h_sqrt_rn, "tl.extra.cuda": _h_cuda_tanh,
+    "exp": _h_exp,
+    "exp2": _h_exp2,
+    "expm1": _h_expm1,
+    "log": _h_log,
+    "log1p": _h_log1p,
+    "log2": _h_log2,
+    "sqrt": _h_sqrt,
+    "rsqrt": _h_rsqrt,
+    "tanh": _h_tanh,
+    "erf": _h_erf,
+    "erfinv": _h_erfinv,
+    "sin": _h_sin,
+    "atan2": _h_atan2,
+    "pow": _h_pow,
+    "floor": _h_floor,
+    "nearbyint": _h_nearbyint,
+    "isnan": _h_isnan,
+    "lgamma": _h_lgamma,
+    "tl_math.exp": _h_tl_math_exp,
+    "tl_math.cos": _h_tl_math_cos,
+    "tl_math.log": _h_tl_math_log,
+    "tl.sqrt_rn": _h_sqrt_rn,
+    "tl.extra.cuda": _h_cuda_tanh,
 }
 
 
@@ -387,8 +437,11 @@ def test_libdevice_type_errors_surface_at_compile(compile_kernel):
     from triton.compiler.errors import CompilationError
 
     with pytest.raises(CompilationError):
-        compile_kernel(unary_kernel, {"x_ptr": "*i32", "out_ptr": "*i32", "n": "i32", "FN": "constexpr",
-                                      "BLOCK": "constexpr"}, {"FN": _h_exp, "BLOCK": 128})
+        compile_kernel(
+            unary_kernel,
+            {"x_ptr": "*i32", "out_ptr": "*i32", "n": "i32", "FN": "constexpr", "BLOCK": "constexpr"},
+            {"FN": _h_exp, "BLOCK": 128},
+        )
 
 
 # ------------------------------------------------------------------ scans, dot, atomics, control flow
@@ -404,8 +457,9 @@ def scan_kernel(x_ptr, o1, o2, o3, R: tl.constexpr):
 
 
 def test_scans_and_argmax(compile_kernel, rng):
-    k = compile_kernel(scan_kernel, {"x_ptr": "*fp32", "o1": "*fp32", "o2": "*fp32", "o3": "*i32", "R": "constexpr"},
-                       {"R": 64})
+    k = compile_kernel(
+        scan_kernel, {"x_ptr": "*fp32", "o1": "*fp32", "o2": "*fp32", "o3": "*i32", "R": "constexpr"}, {"R": 64}
+    )
     x = torch.randn(16, 64, generator=rng)
     o1, o2, o3 = torch.empty(16, 64), torch.empty(16, 64), torch.empty(16, dtype=torch.int32)
     k[(16, 1, 1)](x, o1, o2, o3, 64)
@@ -421,22 +475,39 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constex
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K),
-                    other=0.)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N),
-                    other=0.)
+        a = tl.load(
+            a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0
+        )
+        b = tl.load(
+            b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0
+        )
         acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
+    tl.store(
+        c_ptr + rm[:, None] * N + rn[None, :],
+        acc.to(c_ptr.dtype.element_ty),
+        mask=(rm[:, None] < M) & (rn[None, :] < N),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_dot(compile_kernel, rng, dtype):
     M, N, K = 100, 70, 50
     ty = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype]
-    k = compile_kernel(matmul_kernel, {"a_ptr": f"*{ty}", "b_ptr": f"*{ty}", "c_ptr": "*fp32", "M": "i32",
-                                       "N": "i32", "K": "i32", "BM": "constexpr", "BN": "constexpr",
-                                       "BK": "constexpr"}, {"BM": 32, "BN": 32, "BK": 16})
+    k = compile_kernel(
+        matmul_kernel,
+        {
+            "a_ptr": f"*{ty}",
+            "b_ptr": f"*{ty}",
+            "c_ptr": "*fp32",
+            "M": "i32",
+            "N": "i32",
+            "K": "i32",
+            "BM": "constexpr",
+            "BN": "constexpr",
+            "BK": "constexpr",
+        },
+        {"BM": 32, "BN": 32, "BK": 16},
+    )
     a, b = torch.randn(M, K, generator=rng).to(dtype), torch.randn(K, N, generator=rng).to(dtype)
     c = torch.empty(M, N)
     k[(4, 3, 1)](a, b, c, M, N, K, 32, 32, 16)
@@ -452,10 +523,11 @@ def histogram_atomic_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def test_atomics(compile_kernel, rng):
-    x = torch.randint(0, 10, (5000, ), generator=rng, dtype=torch.int32)
+    x = torch.randint(0, 10, (5000,), generator=rng, dtype=torch.int32)
     out = torch.zeros(10, dtype=torch.int32)
-    k = compile_kernel(histogram_atomic_kernel, {"x_ptr": "*i32", "out_ptr": "*i32", "n": "i32",
-                                                 "BLOCK": "constexpr"}, {"BLOCK": 128})
+    k = compile_kernel(
+        histogram_atomic_kernel, {"x_ptr": "*i32", "out_ptr": "*i32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 128}
+    )
     k[(triton.cdiv(5000, 128), 1, 1)](x, out, 5000, 128)
     assert torch.equal(out, torch.bincount(x, minlength=10).int())
 
@@ -474,8 +546,9 @@ def data_dependent_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 def test_data_dependent_control_flow(compile_kernel, rng):
-    k = compile_kernel(data_dependent_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"},
-                       {"BLOCK": 16})
+    k = compile_kernel(
+        data_dependent_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 16}
+    )
     program = binary.load(k.kernel)
     assert not program.batch_ok  # one program at a time
     x = torch.randn(8, generator=rng)
@@ -522,9 +595,19 @@ def block_ptr_kernel(x_ptr, out_ptr, M, N, stride_m, BM: tl.constexpr, BN: tl.co
 
 def test_block_pointers(compile_kernel, rng):
     M, N = 37, 45
-    k = compile_kernel(block_ptr_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "i32", "N": "i32",
-                                          "stride_m": "i32", "BM": "constexpr", "BN": "constexpr"},
-                       {"BM": 8, "BN": 16})
+    k = compile_kernel(
+        block_ptr_kernel,
+        {
+            "x_ptr": "*fp32",
+            "out_ptr": "*fp32",
+            "M": "i32",
+            "N": "i32",
+            "stride_m": "i32",
+            "BM": "constexpr",
+            "BN": "constexpr",
+        },
+        {"BM": 8, "BN": 16},
+    )
     x = torch.randn(M, N, generator=rng)
     out = torch.zeros(M, N)
     k[(triton.cdiv(M, 8), 1, 1)](x, out, M, N, N, 8, 16)
@@ -539,8 +622,9 @@ def device_assert_kernel(x_ptr, n, BLOCK: tl.constexpr):
 
 
 def test_device_assert(compile_kernel):
-    k = compile_kernel(device_assert_kernel, {"x_ptr": "*i32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 16},
-                       debug=True)
+    k = compile_kernel(
+        device_assert_kernel, {"x_ptr": "*i32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 16}, debug=True
+    )
     k[(1, 1, 1)](torch.arange(10, dtype=torch.int32), 10, 16)
     with pytest.raises(AssertionError, match="index out of bounds"):
         k[(1, 1, 1)](torch.arange(10, dtype=torch.int32) + 5, 10, 16)
@@ -562,10 +646,10 @@ def test_jit_launch_and_autotune(host_backend, rng):
     n = 1000
     x, y = torch.randn(n, generator=rng), torch.randn(n, generator=rng)
     out = torch.empty(n)
-    add_kernel[(triton.cdiv(n, 128), )](x, y, out, n, BLOCK=128)
+    add_kernel[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128)
     torch.testing.assert_close(out, x + 2 * y)
     out.zero_()
-    autotuned_add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]), )](x, y, out, n)
+    autotuned_add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
     torch.testing.assert_close(out, x + 2 * y)
     assert autotuned_add_kernel.best_config.kwargs["BLOCK"] in (64, 256)
     assert len(autotuned_add_kernel.configs_timings) == 2

@@ -50,8 +50,18 @@ SIG = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
 def _snapshot():
     import triton.language.extra.cuda.libdevice as cuda_libdevice
     import triton.language.extra.libdevice as generic_libdevice
-    owners = [tl, tl.core, tl.math, tl.standard, cuda_libdevice, generic_libdevice, tl.core.tensor, tl.core.dtype,
-              JITFunction]
+
+    owners = [
+        tl,
+        tl.core,
+        tl.math,
+        tl.standard,
+        cuda_libdevice,
+        generic_libdevice,
+        tl.core.tensor,
+        tl.core.dtype,
+        JITFunction,
+    ]
     return {(id(o), k): v for o in owners for k, v in list(vars(o).items())}
 
 
@@ -103,8 +113,7 @@ def failing_kernel(x_ptr, n, BLOCK: tl.constexpr):
 
 def test_failed_launch_restores_language(compile_kernel):
     before = _snapshot()
-    k = compile_kernel(failing_kernel, {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 16},
-                       debug=True)
+    k = compile_kernel(failing_kernel, {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, {"BLOCK": 16}, debug=True)
     with pytest.raises(AssertionError, match="boom"):  # raised inside the launch
         k[(4, 1, 1)](torch.zeros(16), 16, 16)
     assert not lang_adapter.is_installed()
@@ -140,10 +149,11 @@ def test_other_threads_see_unpatched_triton_during_a_launch(compile_kernel, rng)
 
 def test_import_order(tmp_path):
     """Any import order works (Triton discovers the back end while it initialises)."""
-    for first in ("flagos_triton.driver", "flagos_triton.compiler",
-                  "flagos_triton.presence", "triton"):
-        code = (f"import {first}\nimport triton.backends\n"
-                "b = triton.backends.backends.get('flagos')\n"
-                "assert b is None or b.driver.__name__ == 'FlagosDriver', b\n")
+    for first in ("flagos_triton.driver", "flagos_triton.compiler", "flagos_triton.presence", "triton"):
+        code = (
+            f"import {first}\nimport triton.backends\n"
+            "b = triton.backends.backends.get('flagos')\n"
+            "assert b is None or b.driver.__name__ == 'FlagosDriver', b\n"
+        )
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"import {first} first:\n{proc.stderr}"

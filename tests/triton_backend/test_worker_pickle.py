@@ -16,7 +16,7 @@ import sys
 import pytest
 import torch
 
-KERNEL_MODULE = '''
+KERNEL_MODULE = """
 import triton
 import triton.language as tl
 from torch._inductor.runtime import triton_helpers
@@ -44,9 +44,9 @@ def triton_poi_worker_kernel(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK: tl.cons
     tmp1 = tl.load(in_ptr1 + xindex, xmask)
     tmp2 = local_helper(tmp0, tmp1)
     tl.store(out_ptr0 + xindex, tmp2, xmask)
-'''
+"""
 
-WORKER = r'''
+WORKER = r"""
 import pickle, sys
 sys.path.insert(0, sys.argv[1])
 from flagos_triton import presence, driver as flagos_driver
@@ -74,7 +74,7 @@ fn.used_global_vals = None
 fn._hash_lock = None
 with open(sys.argv[2], "wb") as f:
     pickle.dump(result, f)
-'''
+"""
 
 
 def _run_worker(tmp_path):
@@ -82,8 +82,13 @@ def _run_worker(tmp_path):
     (tmp_path / "worker.py").write_text(WORKER)
     out = tmp_path / "result.pkl"
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "worker-cache"))
-    proc = subprocess.run([sys.executable, str(tmp_path / "worker.py"), str(tmp_path), str(out)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "worker.py"), str(tmp_path), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out.read_bytes()
 

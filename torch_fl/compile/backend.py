@@ -15,4 +15,3 @@ def flagos(graph_module, example_inputs, mode=None, options=None):
     maybe_warm_pool()
     compiler = torch._TorchCompileInductorWrapper(mode, options, None)
     return compiler(graph_module, example_inputs)
-

@@ -47,8 +47,7 @@ def ensure_workers_see_flagos() -> None:
     if ok:
         return
     warnings.warn(
-        f"flagos: subprocess compile workers cannot see the flagos device ({why}); "
-        "compiling with fork workers instead",
+        f"flagos: subprocess compile workers cannot see the flagos device ({why}); compiling with fork workers instead",
         RuntimeWarning,
         stacklevel=2,
     )
