@@ -51,6 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # torch's structured-trace logger ("torch.__trace") logs at DEBUG on every compile;
     # pytest would print thousands of those lines under each failure. Keep WARNING and up
     # unless the run asked for a level.
+    if not config.pluginmanager.has_plugin("logging"):  # -p no:logging: nothing captures logs
+        return
     if getattr(config.option, "log_level", None) is None and not config.getini("log_level"):
         config.option.log_level = "WARNING"
 

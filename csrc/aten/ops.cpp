@@ -482,6 +482,41 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 // meta treats the 0-dim reduced output as elementwise and warns "An output
 // with one or more elements was resized". Send them straight to the compute
 // device's functional kernel instead.
+// Batch norm: the compute device's kernel computes, then the results take the
+// shapes and strides that fake tensors (torch/_decomp's native_batch_norm and
+// its backward for a non-CPU device) predict: the output and grad_input laid
+// out like the input (a transposed input stays transposed; the CPU kernels
+// return them contiguous), and C-element save_mean/save_invstd in eval mode
+// (the CPU kernel returns 0 elements).
+void lay_out_like(torch::jit::Stack* stack, size_t index, const at::Tensor& input) {
+  const at::Tensor result = (*stack)[index].toTensor();
+  if (!result.defined() || result.strides() == input.strides() || !input.is_non_overlapping_and_dense()) return;
+  at::Tensor like = at::empty_like(input);
+  like.copy_(result);
+  (*stack)[index] = like;
+}
+
+void native_batch_norm_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const at::Tensor input = (*stack)[first].toTensor();
+  const bool training = (*stack)[first + 5].toBool();
+  flagos_fallback(op, stack);
+  const size_t results = stack->size() - 3;
+  lay_out_like(stack, results, input);
+  const int64_t channels = input.dim() > 1 ? input.size(1) : 1;
+  for (size_t i = results + 1; i < stack->size(); ++i) {
+    at::Tensor saved = (*stack)[i].toTensor();
+    if (!training && saved.numel() == 0 && channels > 0) (*stack)[i] = at::empty({channels}, saved.options());
+  }
+}
+
+void native_batch_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const at::Tensor input = (*stack)[first + 1].toTensor();
+  flagos_fallback(op, stack);
+  lay_out_like(stack, stack->size() - 3, input);
+}
+
 // native_group_norm(_backward) have a CompositeExplicitAutograd math kernel
 // that a backend without its own kernel gets; it views its input as
 // contiguous and fails on channels_last, where the compute device's kernel works.
@@ -489,6 +524,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
   m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
   m.impl("native_group_norm_backward", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
+  m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_boxed>());
+  m.impl("native_batch_norm_backward",
+         torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_backward_boxed>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -39,3 +39,21 @@ def test_convolution_forward_and_backward_strides(name, channels_last):
     with CrossRefFakeMode():
         out = fn(x, w, bias, **kwargs)
         out.backward(torch.ones_like(out))
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "channels_last"])
+def test_batch_norm_forward_and_backward_strides(training, layout):
+    if layout == "transposed":
+        x = torch.randn(2, 5, 6, device="flagos").transpose(1, 2)  # [B, C, L] laid out as [B, L, C]
+    else:
+        x = torch.randn(2, 6, 4, 4, device="flagos")
+        if layout == "channels_last":
+            x = x.to(memory_format=torch.channels_last)
+    x.requires_grad_(True)
+    weight = torch.randn(6, device="flagos", requires_grad=True)
+    bias = torch.randn(6, device="flagos", requires_grad=True)
+    mean, var = torch.zeros(6, device="flagos"), torch.ones(6, device="flagos")
+    with CrossRefFakeMode():
+        out = F.batch_norm(x, None if training else mean, None if training else var, weight, bias, training=training)
+        out.backward(torch.ones_like(out))
