@@ -37,8 +37,11 @@ def register_profiles() -> None:
         print_blob=True,
         suppress_health_check=per_test_fixtures,
     )
+    # Random examples say so explicitly: hypothesis's own default turns derandomize on when
+    # it detects a CI environment (CI=true), and a profile inherits unset values from it.
     settings.register_profile(
         PROFILE_DEV,
+        derandomize=False,
         deadline=None,
         max_examples=25,
         print_blob=True,
@@ -46,6 +49,7 @@ def register_profiles() -> None:
     )
     settings.register_profile(
         PROFILE_DEEP,
+        derandomize=False,
         deadline=None,
         max_examples=500,
         print_blob=True,
