@@ -220,7 +220,11 @@ def render(case: ReproCase, name: str, nodeid: str | None, data: dict[str, Any])
         f"The test failed with: {failure}\n\n"
         f"Run `python {name}.py` (with {name}.pt beside it): it fails the same way while the\n"
         'bug is there and prints "repro passed" once it is fixed.\n"""',
-        "import importlib\nimport importlib.util\nimport os\nimport sys\n",
+        "import importlib\nimport importlib.util\nimport os\nimport sys\nimport tempfile\n",
+        "# A fresh compile cache, set before torch starts any worker: a kernel cached by an\n"
+        "# earlier run must not stand in for the one under test.\n"
+        'os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="flagos-repro-")\n'
+        'os.environ["TRITON_CACHE_DIR"] = os.path.join(os.environ["TORCHINDUCTOR_CACHE_DIR"], "triton")\n',
         "import torch\nimport torch._dynamo.config\nimport torch._inductor.config\n"
         "import torch.nn as nn\nimport torch.nn.functional as F",
         f"import {device_module}  # the vendor's device module" if device_module else "",

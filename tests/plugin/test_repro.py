@@ -57,8 +57,12 @@ def test_repro_of_a_module_compiled_by_inductor(run_pytest, run_python, pytester
     assert "DEVICE = 'cpu'" in text and "def check_compiles_like_eager(" in text
     assert "'mark_dynamic': ((0, 0),)" in text
 
-    # standalone, it fails the same way as the test
-    first = run_python(script)
+    # standalone, it fails the same way as the test -- compiling into a fresh cache of its own,
+    # never into (or from) the cache the caller's environment names
+    shared_cache = pytester.path / "shared-cache"
+    shared_cache.mkdir()
+    first = run_python(script, env={"TORCHINDUCTOR_CACHE_DIR": str(shared_cache)})
+    assert list(shared_cache.iterdir()) == [], "the repro compiled into the caller's cache"
     assert first.returncode != 0
     assert "CompiledMismatch: output: compiled torch.float32 result differs" in first.stderr
 
