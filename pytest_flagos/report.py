@@ -206,6 +206,9 @@ def render_markdown(data: dict[str, Any]) -> str:
         + ("" if device["available"] else f", unavailable: {device['unavailable_reason']}"),
         f"- torch {v['torch']}, triton {v['triton']}, python {v['python']}",
         f"- codegen `{caps['codegen']}`, dtypes {', '.join(caps['dtypes'])}",
+        f"- compile workers: {', '.join(caps.get('worker_start_methods') or []) or 'none'}; "
+        f"memory limit: {'yes' if caps.get('memory_limit') else 'no'}"
+        + (f"; extra: {caps['extra']}" if caps.get("extra") else ""),
         f"- expectations: {data['expectations']['file'] or 'none'}",
         "",
         "| area | " + " | ".join(OUTCOMES) + " | total |",
