@@ -107,7 +107,6 @@ RegisterHooks register_hooks;
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   TORCH_CHECK(storage.resizable(), "flagos: trying to resize storage that is not resizable");
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-  c10::DeviceIndex index = storage.device().index();
   c10::DataPtr fresh;
   {
     c10::DeviceGuard guard(storage.device());
@@ -117,7 +116,6 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   if (keep > 0)
     check(accelerator().memcpy_async(fresh.get(), impl->data(), keep, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, nullptr),
           "memcpy (resize)");
-  (void)index;
   impl->set_data_ptr_noswap(std::move(fresh));
   impl->set_nbytes(new_bytes);
 }
