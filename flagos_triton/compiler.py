@@ -123,10 +123,38 @@ def min_dot_size(target: GPUTarget):
     return check_dot_compatibility
 
 
+def _nvidia_backend(target: GPUTarget) -> BaseBackend:
+    """Triton's NVIDIA back end for a flagos target on the cuda accelerator.
+
+    Looked up through Triton's registry, not imported: this module must hold
+    exactly one concrete back-end class.
+    """
+    from triton.backends import backends
+
+    nvidia = backends.get("nvidia")
+    if nvidia is None:
+        raise RuntimeError("flagos: the cuda accelerator needs Triton's NVIDIA back end, which is not installed")
+    return nvidia.compiler(GPUTarget("cuda", int(target.arch), target.warp_size))
+
+
 class FlagosBackend(BaseBackend):
-    """Compiles Triton kernels for the flagos host accelerator."""
+    """Compiles Triton kernels for the flagos host accelerator.
+
+    Inductor asks for target ``flagos`` (the device's name). Where flagos runs
+    on the cuda accelerator the kernels are CUDA kernels, so construction
+    returns Triton's NVIDIA back end for the same arch instead: compiled
+    kernels, cache keys and cubins are then exactly those of native cuda, and
+    metadata naming target ``flagos`` maps back to it when loaded.
+    """
 
     binary_ext = BINARY_EXT
+
+    def __new__(cls, target: GPUTarget):
+        from . import presence
+
+        if presence.cuda_accelerator_active():
+            return _nvidia_backend(target)
+        return super().__new__(cls)
 
     @staticmethod
     def supports_target(target: GPUTarget):

@@ -13,8 +13,9 @@ Triton allows one active GPU driver per process. Where a real GPU is
 available (CUDA or ROCm through torch.cuda), its driver keeps the process: an
 installed flagos must never break a machine's own Triton kernels. Compiling
 for the flagos host accelerator on such a machine needs the GPU hidden
-(``CUDA_VISIBLE_DEVICES=""``); the cuda accelerator uses Triton's NVIDIA back
-end instead.
+(``CUDA_VISIBLE_DEVICES=""``). On the cuda accelerator flagos kernels are
+CUDA kernels: the ``flagos`` compiler hands them to Triton's NVIDIA back end
+(``compiler.FlagosBackend.__new__``) and the NVIDIA driver launches them.
 """
 
 import sys
@@ -29,15 +30,23 @@ def _gpu_available() -> bool:
         return False
 
 
-def host_accelerator_active() -> bool:
-    """True when ``torch_fl._C`` is loaded, reports the accelerator ``"host"``, and no GPU claims Triton."""
+def _accelerator_name():
+    """The flagos accelerator of this process, or None where torch_fl is not loaded."""
     runtime = sys.modules.get("torch_fl._C")
-    if runtime is None:
-        return False
     name_fn = getattr(runtime, "_accelerator_name", None)
     if name_fn is None:
-        return False
+        return None
     try:
-        return name_fn() == "host" and not _gpu_available()
+        return name_fn()
     except Exception:
-        return False
+        return None
+
+
+def cuda_accelerator_active() -> bool:
+    """True when flagos runs on the cuda accelerator here: its kernels are CUDA kernels."""
+    return _accelerator_name() == "cuda"
+
+
+def host_accelerator_active() -> bool:
+    """True when ``torch_fl._C`` is loaded, reports the accelerator ``"host"``, and no GPU claims Triton."""
+    return _accelerator_name() == "host" and not _gpu_available()

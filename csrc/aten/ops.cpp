@@ -159,8 +159,9 @@ at::Tensor& set_empty(at::Tensor& self) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   at::Tensor src = is_flagos(self) ? as_compute(self) : self;
   at::Tensor out = is_flagos(dst) ? as_compute(dst) : dst;
-  c10::OptionalDeviceGuard guard;
-  if (is_flagos(dst)) guard.reset_device(dst.device());
+  const at::Tensor& flagos_side = is_flagos(dst) ? dst : self;
+  c10::DeviceGuard guard(flagos_side.device());
+  ComputeStreamGuard on_flagos_stream(flagos_side.device().index());
   out.copy_(src, non_blocking);
   return dst;
 }
@@ -171,10 +172,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-void record_stream(at::Tensor& self, c10::Stream stream) {
-  TORCH_CHECK(stream.device_type() == kDeviceType, "flagos: record_stream expects a flagos stream, got one on ",
-              stream.device());
-  native_stream(stream);  // validates the stream; the allocator is not stream-ordered (see streams.cpp)
+// The memory stays reserved until the work queued on `stream` is done.
+void record_stream_op(at::Tensor& self, c10::Stream stream) {
+  record_stream(self.storage().data_ptr(), stream);
 }
 
 // Convolution: for a device outside CPU/CUDA/MKLDNN, aten::_convolution
@@ -220,6 +220,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   check_same_device("aten::convolution", input, weight);
   if (bias && bias->defined()) check_same_device("aten::convolution", input, *bias);
   c10::DeviceGuard guard(input.device());
+  ComputeStreamGuard on_flagos_stream(input.device().index());
   at::Tensor out = at::convolution(as_compute(input), as_compute(weight), as_compute_opt(bias), stride, padding,
                                    dilation, transposed, output_padding, groups);
   return adopt_result(in_format(out, predicted_conv_format(input, weight)), input.device().index());
@@ -232,6 +233,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   check_same_device("aten::convolution_backward", grad_output, input);
   check_same_device("aten::convolution_backward", input, weight);
   c10::DeviceGuard guard(input.device());
+  ComputeStreamGuard on_flagos_stream(input.device().index());
   std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
   auto [gi, gw, gb] = at::convolution_backward(as_compute(grad_output), as_compute(input), as_compute(weight),
                                                bias_sizes, stride, padding, dilation, transposed, output_padding,
@@ -385,6 +387,7 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex index = aliases.index();
   check_index(index);
   c10::DeviceGuard guard(c10::Device(kDeviceType, index));
+  ComputeStreamGuard on_flagos_stream(index);
 
   // Pass 2: replace flagos tensors, devices and generators by compute-device ones.
   c10::SmallVector<size_t, 2> written;
@@ -471,7 +474,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", set_empty);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
-  m.impl("record_stream", record_stream);
+  m.impl("record_stream", record_stream_op);
   m.impl("convolution_overrideable", convolution_overrideable);
   m.impl("native_dropout", native_dropout);
   m.impl("convolution_backward_overrideable", convolution_backward_overrideable);

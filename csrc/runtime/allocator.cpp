@@ -2,9 +2,17 @@
 // per device and reused for requests of a similar size, so steady-state
 // training and compiled code do not call into the accelerator. Out of memory
 // frees the cache, retries once, then raises torch.OutOfMemoryError.
+//
+// Stream-ordered, like CUDA's caching allocator: a block belongs to the
+// stream current when it was allocated and is reused only for that stream, so
+// a free followed by a reuse needs no synchronization (the stream orders
+// them). Memory that other streams used (record_stream) is held back after
+// its free until events recorded on those streams have completed.
 #include "runtime.h"
 
 #include <algorithm>
+#include <list>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -29,7 +37,19 @@ std::string format_bytes(int64_t n) {
 struct Block {
   c10::DeviceIndex device;
   size_t size;
+  flagos_stream stream;              // where it was allocated; reused only there
+  std::vector<flagos_stream> users;  // other streams that used it (record_stream)
 };
+
+// A freed block waiting for the work of its other streams.
+struct Pending {
+  void* ptr;
+  Block block;
+  std::vector<flagos_event> events;
+};
+
+// Free blocks of one device: by allocation stream, then by size.
+using StreamCache = std::map<flagos_stream, std::multimap<size_t, void*>>;
 
 // Memory taken over from a compute-device kernel's output (see adopt()).
 struct Adopted {
@@ -44,14 +64,15 @@ class CachingAllocator final : public c10::Allocator {
     c10::DeviceIndex device = current_device();
     check_index(device);
     size_t size = round_size(nbytes);
-    void* ptr = size ? take(device, size, nbytes) : nullptr;
+    void* ptr = size ? take(device, size, nbytes, native_stream(current_stream(device))) : nullptr;
     return {ptr, ptr, &CachingAllocator::release, c10::Device(kDeviceType, device)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &CachingAllocator::release; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    check(accelerator().memcpy_async(dest, src, count, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, nullptr), "memcpy");
+    flagos_stream stream = native_stream(current_stream(current_device()));
+    check(accelerator().memcpy_async(dest, src, count, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, stream), "memcpy");
   }
 
   static CachingAllocator& instance() {
@@ -82,6 +103,27 @@ class CachingAllocator final : public c10::Allocator {
     for (size_t d = 0; d < cached_.size(); ++d) release_cached(static_cast<c10::DeviceIndex>(d));
   }
 
+  void record(const c10::DataPtr& data, const c10::Stream& stream) {
+    void* ptr = data.get();
+    if (ptr == nullptr) return;
+    flagos_stream handle = native_stream(stream);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto blk = active_.find(ptr);
+    if (blk != active_.end()) {
+      Block& b = blk->second;
+      if (handle != b.stream && std::find(b.users.begin(), b.users.end(), handle) == b.users.end())
+        b.users.push_back(handle);
+      return;
+    }
+    // Adopted memory belongs to the compute device's allocator: tell it.
+    auto adopted = owners_.find(ptr);
+    if (adopted == owners_.end()) return;
+    if (std::optional<c10::Stream> compute = compute_stream(stream)) {
+      const c10::DataPtr& owner = adopted->second->owner.data_ptr();
+      c10::impl::getDeviceGuardImpl(compute->device_type())->recordDataPtrOnStream(owner, *compute);
+    }
+  }
+
   c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex device) {
     check_index(device);
     size_t size = owner.nbytes();
@@ -104,9 +146,12 @@ class CachingAllocator final : public c10::Allocator {
       s.num_allocs++;
       s.reserved_peak = std::max(s.reserved_peak, s.reserved);
       s.allocated_peak = std::max(s.allocated_peak, s.allocated);
-      if (ptr) owners_[ptr] = device;
     }
     auto* ctx = new Adopted{std::move(owner), device, size};
+    if (ptr) {
+      std::lock_guard<std::mutex> lock(mu_);
+      owners_[ptr] = ctx;
+    }
     return {ptr, ctx, &CachingAllocator::release_adopted, c10::Device(kDeviceType, device)};
   }
 
@@ -119,7 +164,7 @@ class CachingAllocator final : public c10::Allocator {
       *device = blk->second.device;
       return true;
     }
-    *device = it->second;
+    *device = it->second->device;
     return true;
   }
 
@@ -136,15 +181,36 @@ class CachingAllocator final : public c10::Allocator {
     return stats_[device];
   }
 
-  std::multimap<size_t, void*>& cache_for(c10::DeviceIndex device) {
+  StreamCache& cache_for(c10::DeviceIndex device) {
     if (cached_.size() <= static_cast<size_t>(device)) cached_.resize(device + 1);
     return cached_[device];
   }
 
-  void* take(c10::DeviceIndex device, size_t size, size_t requested) {
+  // Moves freed blocks whose other streams are done into the cache; with
+  // `wait`, waits for them first. Caller holds mu_.
+  void settle_pending(bool wait) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      bool done = true;
+      for (flagos_event e : it->events) {
+        flagos_status status = wait ? accelerator().event_synchronize(e) : accelerator().event_query(e);
+        done = done && status != FLAGOS_ERROR_NOT_READY;
+      }
+      if (!done) {
+        ++it;
+        continue;
+      }
+      for (flagos_event e : it->events) accelerator().event_destroy(e);
+      cache_for(it->block.device)[it->block.stream].emplace(it->block.size, it->ptr);
+      stats_for(it->block.device).cached_blocks++;
+      it = pending_.erase(it);
+    }
+  }
+
+  void* take(c10::DeviceIndex device, size_t size, size_t requested, flagos_stream stream) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!pending_.empty()) settle_pending(/*wait=*/false);
     DeviceStats& s = stats_for(device);
-    auto& cache = cache_for(device);
+    auto& cache = cache_for(device)[stream];
     void* ptr = nullptr;
     size_t block_size = size;
     auto it = cache.lower_bound(size);
@@ -171,7 +237,7 @@ class CachingAllocator final : public c10::Allocator {
       s.reserved += block_size;
       s.reserved_peak = std::max(s.reserved_peak, s.reserved);
     }
-    active_[ptr] = Block{device, block_size};
+    active_[ptr] = Block{device, block_size, stream, {}};
     s.allocated += block_size;
     s.allocated_peak = std::max(s.allocated_peak, s.allocated);
     s.active_blocks++;
@@ -188,16 +254,36 @@ class CachingAllocator final : public c10::Allocator {
                      "limit (FLAGOS_HOST_MEMORY_LIMIT on the host accelerator).");
   }
 
-  // Returns every cached block of a device to the accelerator. Caller holds mu_.
+  // Returns every cached block of a device to the accelerator (after the
+  // work of streams that still use freed blocks). Caller holds mu_.
   void release_cached(c10::DeviceIndex device) {
-    auto& cache = cache_for(device);
+    settle_pending(/*wait=*/true);
     DeviceStats& s = stats_for(device);
-    for (auto& [size, ptr] : cache) {
-      accelerator().free(device, ptr);
-      s.reserved -= size;
+    for (auto& [stream, blocks] : cache_for(device)) {
+      for (auto& [size, ptr] : blocks) {
+        accelerator().free(device, ptr);
+        s.reserved -= size;
+      }
+      s.cached_blocks -= static_cast<int64_t>(blocks.size());
     }
-    s.cached_blocks -= static_cast<int64_t>(cache.size());
-    cache.clear();
+    cache_for(device).clear();
+  }
+
+  // Events on each stream that used a freed block, so it is reused only
+  // after their work. Caller holds mu_. Where an event cannot be made, waits.
+  std::vector<flagos_event> fence(const Block& b) {
+    std::vector<flagos_event> events;
+    for (flagos_stream user : b.users) {
+      flagos_event e = nullptr;
+      if (accelerator().event_create(b.device, FLAGOS_EVENT_DISABLE_TIMING, &e) == FLAGOS_SUCCESS &&
+          accelerator().event_record(e, user) == FLAGOS_SUCCESS) {
+        events.push_back(e);
+      } else {
+        if (e) accelerator().event_destroy(e);
+        accelerator().stream_synchronize(user);
+      }
+    }
+    return events;
   }
 
   void give_back(void* ptr) {
@@ -210,8 +296,15 @@ class CachingAllocator final : public c10::Allocator {
     s.allocated -= b.size;
     s.active_blocks--;
     s.num_frees++;
+    if (!b.users.empty()) {
+      std::vector<flagos_event> events = fence(b);
+      if (!events.empty()) {
+        pending_.push_back(Pending{ptr, std::move(b), std::move(events)});
+        return;
+      }
+    }
     s.cached_blocks++;
-    cache_for(b.device).emplace(b.size, ptr);
+    cache_for(b.device)[b.stream].emplace(b.size, ptr);
   }
 
   void forget_adopted(Adopted* a) {
@@ -237,8 +330,9 @@ class CachingAllocator final : public c10::Allocator {
 
   std::mutex mu_;
   std::unordered_map<void*, Block> active_;
-  std::unordered_map<void*, c10::DeviceIndex> owners_;  // adopted pointers
-  std::vector<std::multimap<size_t, void*>> cached_;
+  std::unordered_map<void*, Adopted*> owners_;  // adopted pointers
+  std::vector<StreamCache> cached_;
+  std::list<Pending> pending_;
   std::vector<DeviceStats> stats_;
   std::vector<uint64_t> capacity_;
 };
@@ -263,6 +357,11 @@ c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index) {
   return CachingAllocator::instance().adopt(std::move(owner), index);
 }
 bool device_of(const void* ptr, c10::DeviceIndex* index) { return CachingAllocator::instance().owner_of(ptr, index); }
+void record_stream(const c10::DataPtr& data, const c10::Stream& stream) {
+  TORCH_CHECK(stream.device_type() == kDeviceType, "flagos: record_stream expects a flagos stream, got one on ",
+              stream.device());
+  CachingAllocator::instance().record(data, stream);
+}
 
 // Registered so that c10::GetAllocator(PrivateUse1) (storage resize, pinned
 // copies, torch.UntypedStorage(device=...)) reaches the same pool.

@@ -2,13 +2,15 @@
 // per-device random generator.
 //
 // The eager fallback runs compute-device kernels, which only accept that
-// device's generator type. So each flagos generator owns a CPU generator and
+// device's generator type. So each flagos generator owns a generator of the
+// compute device (CPU for host, CUDA for cuda) and
 // the fallback hands that one to the kernel: one stream of random numbers per
 // flagos device, seeded and saved independently of the CPU's.
 #include "runtime.h"
 #include "generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
@@ -20,9 +22,21 @@
 
 namespace flagos {
 
+namespace {
+
+// A fresh generator of the compute device (what its random kernels accept).
+at::Generator new_compute_generator(c10::DeviceIndex index, uint64_t seed) {
+  if (compute_device_type() == c10::kCPU) return at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Generator g = at::globalContext().getAcceleratorHooksInterface(compute_device_type()).getNewGenerator(index);
+  g.set_current_seed(seed);
+  return g;
+}
+
+}  // namespace
+
 FlagosGeneratorImpl::FlagosGeneratorImpl(c10::DeviceIndex index, uint64_t seed)
     : c10::GeneratorImpl(c10::Device(kDeviceType, index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      engine_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+      engine_(new_compute_generator(index, seed)) {}
 
 void FlagosGeneratorImpl::set_current_seed(uint64_t seed) { engine_.set_current_seed(seed); }
 void FlagosGeneratorImpl::set_offset(uint64_t offset) { engine_.set_offset(offset); }
@@ -113,9 +127,11 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
     fresh = allocator()->allocate(new_bytes);
   }
   size_t keep = std::min(new_bytes, impl->nbytes());
-  if (keep > 0)
-    check(accelerator().memcpy_async(fresh.get(), impl->data(), keep, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, nullptr),
+  if (keep > 0) {
+    flagos_stream stream = native_stream(current_stream(storage.device().index()));
+    check(accelerator().memcpy_async(fresh.get(), impl->data(), keep, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, stream),
           "memcpy (resize)");
+  }
   impl->set_data_ptr_noswap(std::move(fresh));
   impl->set_nbytes(new_bytes);
 }

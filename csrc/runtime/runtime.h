@@ -6,10 +6,12 @@
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "flagos/accelerator.h"
@@ -42,6 +44,25 @@ c10::Stream current_stream(c10::DeviceIndex index);
 c10::Stream exchange_stream(const c10::Stream& stream);
 c10::Stream new_stream(c10::DeviceIndex index, int priority);
 c10::Stream pool_stream(c10::DeviceIndex index);
+// The compute device's stream that a flagos stream is (accelerators whose
+// compute device has streams, e.g. cuda); nullopt where it has none (cpu).
+std::optional<c10::Stream> compute_stream(const c10::Stream& stream);
+
+// Makes the current flagos stream of a device the compute device's current
+// stream while the guard lives, so compute-device kernels (the eager
+// fallback, copies) run in order with the rest of the flagos work. A no-op on
+// a compute device without streams.
+class ComputeStreamGuard {
+ public:
+  explicit ComputeStreamGuard(c10::DeviceIndex index);
+  ~ComputeStreamGuard();
+  ComputeStreamGuard(const ComputeStreamGuard&) = delete;
+  ComputeStreamGuard& operator=(const ComputeStreamGuard&) = delete;
+
+ private:
+  const c10::impl::DeviceGuardImplInterface* impl_ = nullptr;
+  std::optional<c10::Stream> previous_;
+};
 
 // ---- allocator (allocator.cpp) ----
 struct DeviceStats {
@@ -62,5 +83,8 @@ void empty_cache();
 c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index);
 // Device owning a pointer handed out (or adopted) by the allocator, if any.
 bool device_of(const void* ptr, c10::DeviceIndex* index);
+// Marks memory as used by work on `stream` (Tensor.record_stream): it is not
+// reused until that work is done.
+void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 
 }  // namespace flagos

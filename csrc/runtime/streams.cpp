@@ -106,6 +106,24 @@ c10::Stream pool_stream(c10::DeviceIndex index) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), id);
 }
 
+std::optional<c10::Stream> compute_stream(const c10::Stream& stream) {
+  if (accelerator().compute_stream_id == nullptr) return std::nullopt;
+  int64_t id = 0;
+  check(accelerator().compute_stream_id(stream.device_index(), native_stream(stream), &id), "compute_stream_id");
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(compute_device_type(), stream.device_index()), id);
+}
+
+ComputeStreamGuard::ComputeStreamGuard(c10::DeviceIndex index) {
+  std::optional<c10::Stream> stream = compute_stream(current_stream(index));
+  if (!stream) return;
+  impl_ = c10::impl::getDeviceGuardImpl(compute_device_type());
+  previous_ = impl_->exchangeStream(*stream);
+}
+
+ComputeStreamGuard::~ComputeStreamGuard() {
+  if (impl_ && previous_) impl_->exchangeStream(*previous_);
+}
+
 namespace {
 
 flagos_event as_event(void* event) { return static_cast<flagos_event>(event); }
@@ -193,9 +211,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     check(accelerator().device_synchronize(device_index), "device_synchronize");
   }
 
-  // Allocations are not stream-ordered on an accelerator whose work completes
-  // at submission; an asynchronous accelerator must extend the allocator here.
-  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+  void recordDataPtrOnStream(const c10::DataPtr& data, const c10::Stream& stream) const override {
+    record_stream(data, stream);
+  }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end, "flagos: both events must be recorded before elapsed_time() is called.");

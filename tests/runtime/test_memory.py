@@ -113,3 +113,70 @@ def test_bad_memory_limit_is_reported(python_subprocess, bad):
     r = python_subprocess("import torch; print(torch.flagos.device_count())", env={"FLAGOS_HOST_MEMORY_LIMIT": bad})
     assert r.stdout.strip() == "0"
     assert "FLAGOS_HOST_MEMORY_LIMIT (e.g. 512M, 2G)" in r.stderr
+
+
+# Stream order: a freed block is reused only on the stream it was allocated
+# on, where the stream itself orders the old work before the new.
+def _block_of(nbytes, stream):
+    with torch.flagos.stream(stream):
+        t = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
+        ptr = t.data_ptr()
+    del t
+    gc.collect()
+    return ptr
+
+
+def test_freed_block_is_reused_on_its_own_stream_only():
+    torch.flagos.empty_cache()
+    mine, other = torch.flagos.Stream(), torch.flagos.Stream()
+    nbytes = 3 << 20  # a size nothing else in the process is likely to hold
+    freed = _block_of(nbytes, mine)
+    with torch.flagos.stream(other):
+        elsewhere = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
+    assert elsewhere.data_ptr() != freed
+    with torch.flagos.stream(mine):
+        again = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
+    assert again.data_ptr() == freed
+
+
+def test_record_stream_keeps_a_block_until_the_other_streams_work_is_done():
+    torch.flagos.empty_cache()
+    user = torch.flagos.Stream()
+    nbytes = 5 << 20
+    t = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
+    ptr = t.data_ptr()
+    t.record_stream(user)
+    del t
+    gc.collect()
+    user.synchronize()  # the other stream's work is done: the block comes back
+    again = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
+    assert again.data_ptr() == ptr
+
+
+@pytest.mark.skipif(
+    torch.flagos.accelerator_name() == "host",
+    reason="the host accelerator finishes work at submission, so no stream is ever busy",
+)
+def test_block_used_by_a_busy_stream_is_not_reused_before_its_work_is_done():
+    user = torch.flagos.Stream()
+    nbytes = 7 << 20
+    a = torch.randn(4096, 4096, device="flagos")
+    t = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
+    ptr = t.data_ptr()
+    user.wait_stream(torch.flagos.current_stream())  # inputs are made on the default stream
+    with torch.flagos.stream(user):
+        for _ in range(20):  # milliseconds of work queued on `user`
+            a = a @ a / 4096
+        t.fill_(1)
+    t.record_stream(user)
+    del t
+    gc.collect()
+    again = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
+    assert again.data_ptr() != ptr
+    user.synchronize()
+
+
+def test_record_stream_rejects_a_stream_of_another_device_type():
+    t = torch.empty(4, device="flagos")
+    with pytest.raises(RuntimeError, match="expects a flagos stream"):
+        t.record_stream(torch.Stream(device="cpu"))

@@ -5,7 +5,9 @@ import time
 import pytest
 import torch
 
-from torch_fl.flagos.streams import cuda_event_is_dummy
+from torch_fl.flagos.streams import cuda_event_is_dummy, event_lineage
+
+on_cuda_lineage = event_lineage() == "torch.cuda.Event"
 
 
 def test_default_and_current_stream():
@@ -94,7 +96,10 @@ def test_elapsed_time_needs_timing_events():
         start.elapsed_time(end)
 
 
+@pytest.mark.skipif(on_cuda_lineage, reason="on the cuda accelerator Event keeps torch.cuda.Event's lineage")
 def test_flagos_event_is_a_torch_event_on_flagos():
+    if torch.flagos.device_count() < 2:
+        pytest.skip("needs two flagos devices")
     e = torch.flagos.Event(enable_timing=True, device=1)
     assert type(e) is torch.Event
     assert isinstance(e, torch.flagos.Event)
@@ -125,6 +130,35 @@ def test_an_event_deriving_from_the_dummy_cuda_event_fails_like_the_change_reque
     start.record()
     end.record()
     assert start.elapsed_time(end) >= 0.0
+
+
+def test_event_lineage_follows_the_accelerator_and_the_torch_build():
+    cuda_lineage = torch.flagos.accelerator_name() == "cuda" and not cuda_event_is_dummy()
+    assert on_cuda_lineage == cuda_lineage
+    e = torch.flagos.Event(enable_timing=True)
+    assert isinstance(e, torch.flagos.Event)
+    assert isinstance(e, torch.cuda.Event) == cuda_lineage
+
+
+@pytest.mark.skipif(not on_cuda_lineage, reason="needs the cuda accelerator on a CUDA torch build")
+def test_cuda_lineage_event_records_on_the_current_flagos_stream():
+    busy = torch.flagos.Stream()
+    a = torch.randn(4096, 4096, device="flagos")
+    busy.wait_stream(torch.flagos.current_stream())  # inputs are made on the default stream
+    with torch.flagos.stream(busy):
+        start = torch.flagos.Event(enable_timing=True)
+        start.record()
+        for _ in range(30):  # tens of milliseconds queued on `busy`
+            a = a @ a / 4096
+        end = torch.flagos.Event(enable_timing=True)
+        end.record()  # no stream given: the current flagos stream, i.e. `busy`
+    assert not end.query(), "the event must wait for the work queued on the flagos stream before it"
+    idle = torch.flagos.Event()
+    idle.record()  # the default flagos stream has nothing queued
+    idle.synchronize()
+    end.synchronize()
+    assert end.query()
+    assert start.elapsed_time(end) > 1.0  # milliseconds of matmuls, timed on the GPU
 
 
 def test_why_flagos_event_is_not_a_python_subclass_of_torch_event():

@@ -57,9 +57,14 @@ from .streams import (
     stream,
 )
 
-# Read by the pytest_flagos plugin (the capability manifest): the host
-# accelerator's capacity can be limited, which the allocator conformance tests use.
-flagos_capabilities = {"memory_limit": True, "extra": {"memory_limit_env": "FLAGOS_HOST_MEMORY_LIMIT"}}
+# Read by the pytest_flagos plugin (the capability manifest): each
+# accelerator's capacity can be limited through the environment, which the
+# allocator conformance tests use to provoke out-of-memory safely.
+_MEMORY_LIMIT_ENV = {"host": "FLAGOS_HOST_MEMORY_LIMIT", "cuda": "FLAGOS_CUDA_MEMORY_LIMIT"}
+flagos_capabilities = {
+    "memory_limit": accelerator_name() in _MEMORY_LIMIT_ENV,
+    "extra": {"memory_limit_env": _MEMORY_LIMIT_ENV.get(accelerator_name())},
+}
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

@@ -8,10 +8,16 @@ Event lineage: the change request's first bug was a flagos Event deriving from
 ``torch.cuda.Event``, which on the CPU-only wheel is the
 ``torch._utils._dummy_type`` placeholder whose constructor raises "Tried to
 instantiate dummy base class Event" -- so inductor's autotuner could not time
-anything. Here ``Event(...)`` builds a ``torch.Event`` on the flagos device.
-It is not a Python subclass on purpose: ``torch.Event.elapsed_time`` checks the
-exact type of its argument (torch 2.13), so subclass instances would be
-rejected. ``isinstance(e, torch.flagos.Event)`` still holds for flagos events.
+anything. Two lineages, chosen once at import:
+
+* on the cuda accelerator of a CUDA torch build, ``Event`` keeps
+  ``torch.cuda.Event``'s lineage (code written for CUDA events works), and
+  records and waits on the CUDA stream that the flagos stream is;
+* everywhere else ``Event(...)`` builds a device-agnostic ``torch.Event`` on
+  the flagos device. It is not a Python subclass on purpose:
+  ``torch.Event.elapsed_time`` checks the exact type of its argument (torch
+  2.13), so subclass instances would be rejected.
+  ``isinstance(e, torch.flagos.Event)`` still holds for flagos events.
 """
 
 import torch
@@ -31,12 +37,19 @@ def cuda_event_is_dummy() -> bool:
     return not (isinstance(base, type) and base.__module__ == "torch._C")
 
 
+def event_lineage() -> str:
+    """``"torch.cuda.Event"`` on the cuda accelerator of a CUDA build, else ``"torch.Event"``."""
+    if _C._accelerator_name() == "cuda" and not cuda_event_is_dummy():
+        return "torch.cuda.Event"
+    return "torch.Event"
+
+
 class _FlagosEventType(type):
     def __instancecheck__(cls, obj):
         return isinstance(obj, torch.Event) and obj.device.type == DEVICE_TYPE
 
 
-class Event(metaclass=_FlagosEventType):
+class _DeviceAgnosticEvent(metaclass=_FlagosEventType):
     """An event on a flagos device (argument order of ``torch.cuda.Event``).
 
     ``enable_timing=True`` makes ``start.elapsed_time(end)`` report the
@@ -50,6 +63,42 @@ class Event(metaclass=_FlagosEventType):
             blocking=blocking,
             interprocess=interprocess,
         )
+
+
+def _as_cuda_stream(stream):
+    """The CUDA stream that a flagos stream (default: the current one) is, on the cuda accelerator."""
+    stream = current_stream() if stream is None else stream
+    _check_flagos(stream)
+    index = stream.device_index
+    return torch.cuda.ExternalStream(_C._raw_stream(stream.stream_id, index), device=torch.device("cuda", index))
+
+
+def _cuda_lineage_event():
+    class Event(torch.cuda.Event):
+        """A CUDA event that records and waits on flagos streams (the cuda accelerator).
+
+        ``record()``/``wait()`` default to the current *flagos* stream, not the
+        current CUDA stream, so timings measure flagos work.
+        """
+
+        def __new__(cls, enable_timing=False, blocking=False, interprocess=False, *, device=None):
+            _checked(device)
+            return super().__new__(cls, enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+        def record(self, stream=None):
+            super().record(_as_cuda_stream(stream))
+
+        def wait(self, stream=None):
+            super().wait(_as_cuda_stream(stream))
+
+        def __repr__(self):
+            return f"<torch.flagos.Event (torch.cuda.Event lineage) {self.cuda_event or 'uninitialized'}>"
+
+    return Event
+
+
+Event = _cuda_lineage_event() if event_lineage() == "torch.cuda.Event" else _DeviceAgnosticEvent
+Event.__name__ = Event.__qualname__ = "Event"
 
 
 class Stream(torch.Stream):

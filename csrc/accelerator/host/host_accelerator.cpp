@@ -12,6 +12,7 @@
 // Deliberately free of torch headers: it is the template a vendor copies.
 
 #include "flagos/accelerator.h"
+#include "flagos/byte_size.h"
 
 #include <unistd.h>
 
@@ -49,24 +50,6 @@ struct DeviceMemory {
   uint64_t used = 0;
 };
 
-uint64_t parse_bytes(const char* text, bool* ok) {
-  // Accepts "123", "64K", "512M", "2G" (powers of 1024).
-  *ok = false;
-  if (text == nullptr || *text == '\0') return 0;
-  char* end = nullptr;
-  double value = std::strtod(text, &end);
-  if (end == text || value < 0) return 0;
-  std::string suffix(end);
-  uint64_t scale = 1;
-  if (suffix == "" || suffix == "B") scale = 1;
-  else if (suffix == "K" || suffix == "KB" || suffix == "KiB") scale = 1ull << 10;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MiB") scale = 1ull << 20;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GiB") scale = 1ull << 30;
-  else return 0;
-  *ok = true;
-  return static_cast<uint64_t>(value * static_cast<double>(scale));
-}
-
 uint64_t physical_memory() {
   long pages = sysconf(_SC_PHYS_PAGES);
   long page = sysconf(_SC_PAGE_SIZE);
@@ -78,7 +61,7 @@ uint64_t read_cache_size(int index, uint64_t fallback) {
   std::string text;
   if (!(in >> text)) return fallback;
   bool ok = false;
-  uint64_t v = parse_bytes(text.c_str(), &ok);
+  uint64_t v = flagos::parse_byte_size(text.c_str(), &ok);
   return ok && v > 0 ? v : fallback;
 }
 
@@ -96,7 +79,7 @@ struct HostState {
     }
     if (const char* env = std::getenv("FLAGOS_HOST_MEMORY_LIMIT")) {
       bool ok = false;
-      limit = parse_bytes(env, &ok);
+      limit = flagos::parse_byte_size(env, &ok);
       if (!ok) limit = UINT64_MAX;  // reported by device_count as invalid config
     }
     memory = std::vector<DeviceMemory>(std::max<int32_t>(count, 0));
@@ -315,6 +298,7 @@ const flagos_accelerator kHostAccelerator = {
     host_event_query,
     host_event_synchronize,
     host_event_elapsed_time,
+    nullptr,  // compute_stream_id: the CPU runs kernels on the calling thread
 };
 
 }  // namespace

@@ -106,6 +106,12 @@ typedef struct flagos_accelerator {
   flagos_status (*event_query)(flagos_event event); /* SUCCESS or NOT_READY */
   flagos_status (*event_synchronize)(flagos_event event);
   flagos_status (*event_elapsed_time)(float* milliseconds, flagos_event start, flagos_event end);
+
+  /* Optional; NULL where the compute device has no streams ("cpu"). The
+   * compute device's c10 StreamId for a flagos stream of `device`, so that the
+   * eager fallback runs the compute device's kernels on the current flagos
+   * stream (for cuda: the id of the CUDA stream this flagos stream is). */
+  flagos_status (*compute_stream_id)(int32_t device, flagos_stream stream, int64_t* stream_id);
 } flagos_accelerator;
 
 /* Each accelerator directory exports one of these, named flagos_<name>_accelerator. */
