@@ -152,7 +152,16 @@ class FlagosBackend(BaseBackend):
     def __new__(cls, target: GPUTarget):
         from . import presence
 
-        if presence.cuda_accelerator_active():
+        accelerator = presence.accelerator_name()
+        if accelerator is None:
+            # Guessing would be worse than failing: a host binary handed to
+            # a GPU driver is "device kernel image is invalid" much later.
+            raise RuntimeError(
+                "flagos: this process (a compile worker?) has not loaded torch_fl, so it cannot tell which "
+                "accelerator flagos kernels are for. Let torch autoload torch_fl (unset "
+                "TORCH_DEVICE_BACKEND_AUTOLOAD=0) or use fork compile workers."
+            )
+        if accelerator == "cuda":
             return _nvidia_backend(target)
         return super().__new__(cls)
 

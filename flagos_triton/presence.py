@@ -30,7 +30,7 @@ def _gpu_available() -> bool:
         return False
 
 
-def _accelerator_name():
+def accelerator_name():
     """The flagos accelerator of this process, or None where torch_fl is not loaded."""
     runtime = sys.modules.get("torch_fl._C")
     name_fn = getattr(runtime, "_accelerator_name", None)
@@ -44,9 +44,9 @@ def _accelerator_name():
 
 def cuda_accelerator_active() -> bool:
     """True when flagos runs on the cuda accelerator here: its kernels are CUDA kernels."""
-    return _accelerator_name() == "cuda"
+    return accelerator_name() == "cuda"
 
 
 def host_accelerator_active() -> bool:
     """True when ``torch_fl._C`` is loaded, reports the accelerator ``"host"``, and no GPU claims Triton."""
-    return _accelerator_name() == "host" and not _gpu_available()
+    return accelerator_name() == "host" and not _gpu_available()

@@ -157,11 +157,11 @@ at::Tensor& set_empty(at::Tensor& self) {
 // viewed on the compute device, whose copy_ handles dtype, strides,
 // broadcasting and (for cuda) host<->device transfers.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
-  at::Tensor src = is_flagos(self) ? as_compute(self) : self;
-  at::Tensor out = is_flagos(dst) ? as_compute(dst) : dst;
   const at::Tensor& flagos_side = is_flagos(dst) ? dst : self;
   c10::DeviceGuard guard(flagos_side.device());
   ComputeStreamGuard on_flagos_stream(flagos_side.device().index());
+  at::Tensor src = is_flagos(self) ? as_compute(self) : self;
+  at::Tensor out = is_flagos(dst) ? as_compute(dst) : dst;
   out.copy_(src, non_blocking);
   return dst;
 }

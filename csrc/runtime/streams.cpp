@@ -4,6 +4,7 @@
 // device unless asked to.
 #include "runtime.h"
 
+#include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <deque>
@@ -116,6 +117,10 @@ std::optional<c10::Stream> compute_stream(const c10::Stream& stream) {
 ComputeStreamGuard::ComputeStreamGuard(c10::DeviceIndex index) {
   std::optional<c10::Stream> stream = compute_stream(current_stream(index));
   if (!stream) return;
+  // torch initializes a GPU device type lazily, on its own first use (for
+  // cuda: the caching allocator, generators); flagos work may come first.
+  static std::once_flag initialized;
+  std::call_once(initialized, [] { at::globalContext().lazyInitDevice(compute_device_type()); });
   impl_ = c10::impl::getDeviceGuardImpl(compute_device_type());
   previous_ = impl_->exchangeStream(*stream);
 }

@@ -171,7 +171,9 @@ def test_event_from_dummy_cuda_lineage_breaks_autotuning(tmp_path):
 @pytest.mark.slow
 def test_subprocess_workers_without_the_device_fail_and_fork_fixes_them(tmp_path):
     broken = _run(FORCE_POOL, tmp_path, TORCH_DEVICE_BACKEND_AUTOLOAD="0", FLAGOS_NO_FORK_FALLBACK="1")
-    assert "Could not find an active GPU backend" in broken
+    # No GPU: Triton finds no driver in the worker. A GPU machine: the flagos
+    # back end refuses to compile without knowing the accelerator.
+    assert "Could not find an active GPU backend" in broken or "has not loaded torch_fl" in broken, broken
     fixed = _run(
         FORCE_POOL + "assert config.worker_start_method == 'fork'\n",
         tmp_path / "fixed",

@@ -30,13 +30,21 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 @pytest.fixture
 def on_cuda_accelerator(monkeypatch, tmp_path):
-    monkeypatch.setattr(presence, "cuda_accelerator_active", lambda: True)
+    monkeypatch.setattr(presence, "accelerator_name", lambda: "cuda")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
 
 
 def test_host_accelerator_keeps_the_flagos_back_end(monkeypatch):
-    monkeypatch.setattr(presence, "cuda_accelerator_active", lambda: False)
+    monkeypatch.setattr(presence, "accelerator_name", lambda: "host")
     assert type(make_backend(GPUTarget("flagos", "host", 32))) is FlagosBackend
+
+
+def test_a_process_without_torch_fl_refuses_to_guess_the_accelerator(monkeypatch):
+    # A subprocess compile worker with autoload off: compiling a host binary
+    # there for a GPU parent ended as "device kernel image is invalid".
+    monkeypatch.setattr(presence, "accelerator_name", lambda: None)
+    with pytest.raises(RuntimeError, match="has not loaded torch_fl"):
+        make_backend(GPUTarget("flagos", 90, 32))
 
 
 def test_flagos_target_becomes_the_nvidia_back_end_for_the_same_arch(on_cuda_accelerator):

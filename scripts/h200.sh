@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Build, test and benchmark flagos on an NVIDIA GPU machine in one run (the device
+# tool's H200: torch 2.11.0+cu130, triton 3.6.0, Python 3.12, no network).
+#
+#   bash scripts/h200.sh build smoke tests ...     # phases, in the order given
+#
+# Phases: build, smoke, tests (runtime + Triton back end on the cuda accelerator),
+# host-tests (the same with the GPU hidden: host accelerator on this torch),
+# integration, conformance-flagos, conformance-cuda, bench, compile-times.
+# Logs go to $OUT/logs.tar.gz (one file per phase), one line per phase to
+# $OUT/summary.txt; benchmark JSON to $OUT/.
+set -u
+export PYTHONUNBUFFERED=1 MAX_JOBS=16 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+OUT=${OUT:-/tmp/out}
+LOGS=$(mktemp -d)
+mkdir -p "$OUT" reports
+trap 'tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null' EXIT
+PY=python3
+CONF_ARGS=(-q -p no:cacheprovider --hypothesis-profile=flagos-ci)
+
+phase() {  # phase NAME TIMEOUT CMD...: runs CMD, logs it, records status and time
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  local tail_line
+  tail_line=$(grep -E "passed|failed|error|PASS|FAIL" "$LOGS/$name.log" | tail -1)
+  echo "$name rc=$rc $((SECONDS - start))s :: $tail_line" | tee -a "$OUT/summary.txt"
+  grep -E "^(FAILED|ERROR|FAIL )" "$LOGS/$name.log" | head -40 | sed "s/^/  $name: /" | tee -a "$OUT/summary.txt"
+  return $rc
+}
+
+for p in "$@"; do
+  case $p in
+    build)
+      phase install 300 env FLAGOS_SKIP_EXT=1 $PY -m pip install -q --no-build-isolation --no-deps -e .
+      phase build 600 env FLAGOS_WITH_CUDA=1 $PY setup.py -q build_ext --inplace -j 16 || exit 1 ;;
+    altbuild)  # the same extension built by the system compiler, for comparison
+      { rm -rf /tmp/alt && mkdir /tmp/alt && cp -r csrc setup.py pyproject.toml torch_fl flagos_triton /tmp/alt/
+        (cd /tmp/alt && CC=/usr/bin/gcc CXX=/usr/bin/g++ FLAGOS_WITH_CUDA=1 $PY setup.py -q build_ext --inplace -j 16 2>&1 | grep -E "error" | head)
+        for mode in host cuda; do
+          vis=""; [ $mode = host ] && vis="CUDA_VISIBLE_DEVICES="
+          env $vis PYTHONPATH=/tmp/alt TORCH_DEVICE_BACKEND_AUTOLOAD=0 $PY -c "
+import torch, torch_fl; print(torch_fl.__file__, torch.flagos.accelerator_name())
+try: torch.empty(2, device='flagos:5')
+except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuild $mode rc=$?"
+        done; } > "$LOGS/altbuild.log" 2>&1; grep -E "altbuild|error|Error" "$LOGS/altbuild.log" | head -20 >> "$OUT/summary.txt" ;;
+    smoke) phase smoke 300 $PY scripts/cuda_smoke.py ;;
+    diag)  # toolchains, and a C++ backtrace of an error raised inside torch_fl._C
+      { which -a g++ gcc; g++ --version | head -1; /usr/bin/g++ --version | head -1
+        ldd torch_fl/_C*.so | grep -E "stdc|gcc_s|c10"
+        $PY -c "import torch; print(torch.__config__.show())" | grep -iE "gcc|compiler|abi"
+        CUDA_VISIBLE_DEVICES= cuda-gdb -q -batch -ex run -ex bt --args $PY -c \
+          "import torch; torch.empty(2, device='flagos:5')" 2>&1 | grep -vE "^\[(New|Thread|Detaching)" | tail -30
+      } > "$LOGS/diag.log" 2>&1; cat "$LOGS/diag.log" | head -60 >> "$OUT/summary.txt" ;;
+    tests) phase tests 600 $PY -m pytest tests/runtime tests/triton_backend -q -p no:cacheprovider ;;
+    host-tests) phase host-tests 600 env CUDA_VISIBLE_DEVICES= $PY -m pytest tests/runtime -q -p no:cacheprovider ;;
+    integration) phase integration 600 $PY -m pytest -p flagos --flagos-device=flagos tests/integration -q -p no:cacheprovider ;;
+    conformance-flagos)
+      phase conformance-flagos 600 $PY -m pytest -p flagos --flagos-device=flagos conformance/ "${CONF_ARGS[@]}" \
+        --flagos-expectations=conformance/expectations/flagos-cuda.toml --flagos-report=reports/flagos-cuda.json
+      cp reports/flagos-cuda.* "$LOGS/" 2>/dev/null ;;
+    conformance-cuda)
+      phase conformance-cuda 600 $PY -m pytest -p flagos --flagos-device=cuda conformance/ "${CONF_ARGS[@]}" \
+        --flagos-expectations=conformance/expectations/cuda.toml --flagos-report=reports/cuda.json
+      cp reports/cuda.* "$LOGS/" 2>/dev/null ;;
+    bench) phase bench 900 $PY benchmarks/bench_compile.py ${BENCH_ARGS:-} ;;
+    compile-times) phase compile-times 900 $PY benchmarks/bench_compile.py --compile-times ${COMPILE_TIMES_ARGS:-} ;;
+    *) echo "unknown phase $p" | tee -a "$OUT/summary.txt" ;;
+  esac
+done
