@@ -116,8 +116,9 @@ def _():
         e = torch.flagos.Event()
         e.record()
     pending = not e.query()
+    s.synchronize()
     torch.testing.assert_close(y, (x * 2).sin() + 1)
-    assert pending
+    assert pending, "the compiled kernels did not wait behind the work queued on s"
     return "ok"
 
 

@@ -34,7 +34,15 @@ for p in "$@"; do
   case $p in
     build)
       phase install 300 env FLAGOS_SKIP_EXT=1 $PY -m pip install -q --no-build-isolation --no-deps -e .
-      phase build 600 env FLAGOS_WITH_CUDA=1 $PY setup.py -q build_ext --inplace -j 16 || exit 1 ;;
+      # CXX/CC override the image's compiler (FLAGOS_CXX=/usr/bin/g++): a g++ that links
+      # libstdc++ statically into the extension breaks every exception it throws.
+      phase build 600 env ${FLAGOS_CXX:+CXX=$FLAGOS_CXX} ${FLAGOS_CC:+CC=$FLAGOS_CC} FLAGOS_WITH_CUDA=1 \
+        $PY setup.py -q build_ext --inplace -j 16 || exit 1
+      { echo "CXX=${CXX:-} FLAGOS_CXX=${FLAGOS_CXX:-}"; readelf -d torch_fl/_C*.so | grep NEEDED
+        CUDA_VISIBLE_DEVICES= $PY -c "import torch
+try: torch.empty(2, device='flagos:5')
+except IndexError as e: print('error path ok:', str(e)[:70])"; echo "error path rc=$?"
+      } 2>&1 | tee -a "$OUT/summary.txt" ;;
     altbuild)  # the same extension built by the system compiler, for comparison
       { rm -rf /tmp/alt && mkdir /tmp/alt && cp -r csrc setup.py pyproject.toml torch_fl flagos_triton /tmp/alt/
         (cd /tmp/alt && CC=/usr/bin/gcc CXX=/usr/bin/g++ FLAGOS_WITH_CUDA=1 $PY setup.py -q build_ext --inplace -j 16 2>&1 | grep -E "error" | head)
