@@ -6,6 +6,9 @@ files live in build/ so rebuilds only recompile what changed.
 
 import glob
 import os
+import shutil
+import subprocess
+import tempfile
 
 # Building torch_fl must not load torch_fl: an installed (editable) torch_fl
 # whose extension is not built yet would make torch's backend autoload fail.
@@ -33,6 +36,43 @@ def with_cuda() -> bool:
     return possible and wanted != "0"
 
 
+def links_libstdcxx_dynamically(cxx: str) -> bool:
+    """Does `cxx` link libstdc++ as a shared library into a shared object?
+
+    Some toolchain wrappers link it statically. An extension with its own copy
+    of libstdc++ crashes on the first exception it throws into torch (seen
+    with a gcc 13 wrapper on the GPU machine: every TORCH_CHECK was a segfault).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        src, lib = os.path.join(tmp, "probe.cpp"), os.path.join(tmp, "probe.so")
+        with open(src, "w") as f:
+            f.write('#include <string>\nstd::string probe() { throw std::string("x"); }\n')
+        try:
+            subprocess.run([cxx, "-shared", "-fPIC", src, "-o", lib], check=True, capture_output=True)
+            dynamic = subprocess.run(["readelf", "-d", lib], check=True, capture_output=True, text=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return True  # cannot tell: leave the choice to the build
+        return "libstdc++" in dynamic
+
+
+def choose_cxx() -> None:
+    """Replaces a CXX that links libstdc++ statically by the system's g++, or stops with why."""
+    cxx = os.environ.get("CXX")
+    if not cxx or links_libstdcxx_dynamically(cxx):
+        return
+    fallback = shutil.which("g++") if os.path.realpath(shutil.which("g++") or "") != os.path.realpath(cxx) else None
+    for candidate in (fallback, "/usr/bin/g++"):
+        if candidate and os.path.exists(candidate) and links_libstdcxx_dynamically(candidate):
+            print(f"flagos: CXX={cxx} links libstdc++ statically; building with {candidate} instead")
+            os.environ["CXX"] = candidate
+            os.environ["CC"] = os.path.join(os.path.dirname(candidate), "gcc")
+            return
+    raise SystemExit(
+        f"flagos: CXX={cxx} links libstdc++ statically, which makes every error the extension raises "
+        "crash the process; set CXX to a compiler that links it as a shared library (e.g. /usr/bin/g++)."
+    )
+
+
 def sources(cuda: bool):
     # One accelerator directory per back end; host is always built.
     patterns = ["csrc/runtime/*.cpp", "csrc/aten/*.cpp", "csrc/python/*.cpp", "csrc/accelerator/host/*.cpp"]
@@ -42,6 +82,7 @@ def sources(cuda: bool):
 
 
 def extension():
+    choose_cxx()
     cuda = with_cuda()
     kind = CUDAExtension if cuda else CppExtension
     return kind(

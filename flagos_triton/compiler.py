@@ -161,7 +161,8 @@ class FlagosBackend(BaseBackend):
                 "accelerator flagos kernels are for. Let torch autoload torch_fl (unset "
                 "TORCH_DEVICE_BACKEND_AUTOLOAD=0) or use fork compile workers."
             )
-        if accelerator == "cuda":
+        # A GPU arch (an int) on the cuda accelerator; the host target's arch is "host".
+        if accelerator == "cuda" and isinstance(target.arch, int):
             return _nvidia_backend(target)
         return super().__new__(cls)
 

@@ -5,18 +5,22 @@ import torch
 
 import torch_fl
 
+from tests.requirements import host_only, two_devices
+
 
 def test_torch_flagos_is_the_package_module():
     assert torch.flagos is torch_fl.flagos
     assert torch._C._get_privateuse1_backend_name() == "flagos"
 
 
+@host_only
 def test_default_host_accelerator_has_two_devices():
     assert torch.flagos.is_available()
     assert torch.flagos.accelerator_name() == "host"
     assert torch.flagos.device_count() == 2
 
 
+@two_devices
 def test_tensor_creation_and_round_trip():
     x = torch.arange(6.0).reshape(2, 3)
     y = x.to("flagos")
@@ -29,6 +33,7 @@ def test_tensor_creation_and_round_trip():
     assert torch.randn(4, device="flagos").device.type == "flagos"
 
 
+@two_devices
 def test_module_to_flagos():
     m = torch.nn.Linear(3, 2).to("flagos")
     assert all(p.device.type == "flagos" for p in m.parameters())
@@ -36,6 +41,7 @@ def test_module_to_flagos():
     assert all(p.device == torch.device("flagos", 1) for p in m.parameters())
 
 
+@two_devices
 def test_set_device_and_device_context():
     assert torch.flagos.current_device() == 0
     with torch.flagos.device(1):
@@ -49,6 +55,7 @@ def test_set_device_and_device_context():
         torch.flagos.set_device(0)
 
 
+@host_only
 def test_properties_tell_inductor_what_it_needs():
     p = torch.flagos.get_device_properties(0)
     assert p.multi_processor_count >= 1
@@ -60,6 +67,7 @@ def test_properties_tell_inductor_what_it_needs():
     assert "host" in torch.flagos.get_device_name(0)
 
 
+@host_only
 def test_device_index_out_of_range_is_a_clear_error():
     with pytest.raises(IndexError, match=r"flagos:5 is out of range: this machine has 2 flagos device\(s\)"):
         torch.empty(2, device="flagos:5")
@@ -69,12 +77,14 @@ def test_device_index_out_of_range_is_a_clear_error():
         torch.flagos.get_device_properties(3)
 
 
+@two_devices
 def test_synchronize():
     torch.flagos.synchronize()
     torch.flagos.synchronize(1)
     torch.flagos.synchronize("flagos:0")
 
 
+@host_only
 def test_plain_import_torch_autoloads_flagos(python_subprocess):
     r = python_subprocess(
         """
@@ -105,12 +115,14 @@ def test_import_torch_fl_first_works(python_subprocess):
     assert r.stdout.strip() == "flagos:0"
 
 
+@host_only
 def test_host_device_count_is_configurable(python_subprocess):
     r = python_subprocess("import torch; print(torch.flagos.device_count())", env={"FLAGOS_HOST_DEVICE_COUNT": "3"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "3"
 
 
+@host_only
 def test_bad_host_device_count_says_what_to_fix(python_subprocess):
     r = python_subprocess(
         "import torch; print(torch.flagos.device_count(), torch.flagos.is_available())",
@@ -124,4 +136,5 @@ def test_bad_host_device_count_says_what_to_fix(python_subprocess):
 def test_unknown_accelerator_name_lists_the_choices(python_subprocess):
     r = python_subprocess("import torch_fl", env={"FLAGOS_ACCELERATOR": "tpu", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert r.returncode != 0
-    assert "FLAGOS_ACCELERATOR='tpu' is not an accelerator of this build; choose one of: host" in r.stderr
+    choices = torch_fl._C._available_accelerators()
+    assert f"FLAGOS_ACCELERATOR='tpu' is not an accelerator of this build; choose one of: {choices}." in r.stderr

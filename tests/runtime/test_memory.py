@@ -5,6 +5,8 @@ import gc
 import pytest
 import torch
 
+from tests.requirements import host_only, two_devices
+
 
 def _stats():
     gc.collect()
@@ -65,6 +67,7 @@ def test_memory_stats_keys_follow_torch_cuda():
     assert 0 < free <= total
 
 
+@two_devices
 def test_devices_have_separate_stats():
     before = torch.flagos.memory_allocated(1)
     x = torch.empty(1 << 16, device="flagos:1")
@@ -89,6 +92,7 @@ print("usable:", y.numel(), torch.flagos.memory_stats()["num_ooms"])
 """
 
 
+@host_only
 def test_out_of_memory_is_torch_oom_with_sizes_and_recoverable(python_subprocess):
     r = python_subprocess(OOM_SCRIPT, env={"FLAGOS_HOST_MEMORY_LIMIT": "10M"})
     assert r.returncode == 0, r.stderr
@@ -99,6 +103,7 @@ def test_out_of_memory_is_torch_oom_with_sizes_and_recoverable(python_subprocess
     assert lines[2] == f"usable: {8 << 20} 2"
 
 
+@host_only
 def test_memory_limit_is_the_device_capacity(python_subprocess):
     r = python_subprocess(
         "import torch; print(torch.flagos.get_device_properties(0).total_memory, torch.flagos.mem_get_info()[1])",
@@ -108,6 +113,7 @@ def test_memory_limit_is_the_device_capacity(python_subprocess):
     assert r.stdout.split() == [str(512 << 20)] * 2
 
 
+@host_only
 @pytest.mark.parametrize("bad", ["lots", "12X"])
 def test_bad_memory_limit_is_reported(python_subprocess, bad):
     r = python_subprocess("import torch; print(torch.flagos.device_count())", env={"FLAGOS_HOST_MEMORY_LIMIT": bad})
@@ -165,12 +171,11 @@ def test_block_used_by_a_busy_stream_is_not_reused_before_its_work_is_done():
     ptr = t.data_ptr()
     user.wait_stream(torch.flagos.current_stream())  # inputs are made on the default stream
     with torch.flagos.stream(user):
-        for _ in range(20):  # milliseconds of work queued on `user`
+        for _ in range(200):  # about a second of work queued on `user`
             a = a @ a / 4096
         t.fill_(1)
     t.record_stream(user)
-    del t
-    gc.collect()
+    del t  # freed here (reference counting), while `user` is still busy
     again = torch.empty(nbytes, dtype=torch.uint8, device="flagos")
     assert again.data_ptr() != ptr
     user.synchronize()

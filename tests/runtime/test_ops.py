@@ -4,6 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.requirements import host_only, two_devices
+
 SEEDS = [0, 1, 2]
 
 
@@ -64,6 +66,7 @@ def test_op_matches_cpu(name, seed):
     torch.testing.assert_close(actual.cpu(), expected)
 
 
+@two_devices
 def test_factories_on_flagos():
     torch.testing.assert_close(torch.arange(5, device="flagos").cpu(), torch.arange(5))
     torch.testing.assert_close(torch.zeros(2, 3, device="flagos").cpu(), torch.zeros(2, 3))
@@ -145,6 +148,7 @@ def test_resize_and_set():
     assert y.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+@two_devices
 def test_copies_between_devices_and_dtypes():
     a = torch.randn(5, 4)
     f0 = a.to("flagos:0")
@@ -166,6 +170,7 @@ def test_cpu_index_tensors_are_accepted_like_on_gpus():
     assert x[0].item() == -1.0
 
 
+@two_devices
 def test_mixing_flagos_devices_is_an_error():
     a = torch.ones(3, device="flagos:0")
     b = torch.ones(3, device="flagos:1")
@@ -182,6 +187,7 @@ def test_mixing_cpu_and_flagos_is_an_error_but_cpu_scalars_are_fine():
     assert (a * torch.tensor(2.0)).cpu().tolist() == [2.0, 2.0, 2.0]
 
 
+@host_only
 def test_an_op_the_compute_device_lacks_names_op_and_device():
     x = torch.ones(8, device="flagos")
     with pytest.raises(
@@ -214,7 +220,8 @@ def test_two_linear_mlp_trains_like_on_cpu():
     cpu_losses, cpu_params, cpu_grads = _train("cpu")
     fl_losses, fl_params, fl_grads = _train("flagos")
     assert fl_losses[-1] < fl_losses[0]
-    torch.testing.assert_close(fl_losses, cpu_losses)
+    # float32 tolerances: the losses are float32 values (a GPU sums in another order)
+    torch.testing.assert_close(torch.tensor(fl_losses), torch.tensor(cpu_losses))
     for a, b in zip(fl_params + fl_grads, cpu_params + cpu_grads):
         torch.testing.assert_close(a, b)
 

@@ -2,6 +2,8 @@
 
 import torch
 
+from tests.requirements import two_devices
+
 
 def test_manual_seed_reproduces_randn():
     torch.flagos.manual_seed(123)
@@ -35,6 +37,7 @@ def test_flagos_stream_is_independent_of_cpu_stream():
     assert torch.equal(torch.randn(4, device="flagos"), expected)
 
 
+@two_devices
 def test_devices_have_their_own_generators():
     gens = torch.flagos.default_generators
     assert len(gens) == torch.flagos.device_count()

@@ -18,6 +18,14 @@ from flagos_triton import presence
 from flagos_triton.driver import FlagosDriver
 
 
+@pytest.fixture(autouse=True)
+def host_accelerator_compiles(monkeypatch):
+    """These tests are about the host back end: its compiler must not hand
+    kernels to the NVIDIA back end because this process runs the cuda
+    accelerator (test_cuda_delegation.py tests that hand-over)."""
+    monkeypatch.setattr(presence, "accelerator_name", lambda: "host")
+
+
 @pytest.fixture
 def host_backend(monkeypatch, tmp_path):
     """The flagos driver, active in this process, with a fresh Triton cache.

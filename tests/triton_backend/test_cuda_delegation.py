@@ -56,9 +56,7 @@ def test_flagos_target_becomes_the_nvidia_back_end_for_the_same_arch(on_cuda_acc
 
 def test_flagos_target_compiles_to_a_cubin_for_the_gpu(on_cuda_accelerator):
     signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
-    kernel = triton.compile(
-        ASTSource(add_kernel, signature, {"BLOCK": 128}), target=GPUTarget("flagos", 90, 32)
-    )
+    kernel = triton.compile(ASTSource(add_kernel, signature, {"BLOCK": 128}), target=GPUTarget("flagos", 90, 32))
     assert ".target sm_90" in kernel.asm["ptx"]
     assert kernel.asm["cubin"][:4] == b"\x7fELF"
     # What the parent does with a kernel compiled in a worker: metadata naming

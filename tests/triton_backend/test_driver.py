@@ -18,6 +18,8 @@ from flagos_triton import presence
 from flagos_triton.compiler import FlagosBackend, FlagosOptions
 from flagos_triton.driver import FlagosDriver
 
+REAL_ACCELERATOR_NAME = presence.accelerator_name  # before conftest's autouse pin
+
 
 def test_modules_have_exactly_one_concrete_class_each():
     # What triton.backends._discover_backends requires of an entry point package.
@@ -47,11 +49,20 @@ def test_discovered_through_the_entry_point():
     ],
 )
 def test_presence(monkeypatch, fake_c, expected):
+    monkeypatch.setattr(presence, "accelerator_name", REAL_ACCELERATOR_NAME)  # conftest pins "host"
+    monkeypatch.setattr(presence, "_gpu_available", lambda: False)
     if fake_c is None:
         monkeypatch.delitem(sys.modules, "torch_fl._C", raising=False)
     else:
         monkeypatch.setitem(sys.modules, "torch_fl._C", fake_c)
     assert presence.host_accelerator_active() is expected
+
+
+def test_a_real_gpu_keeps_triton_even_on_the_host_accelerator(monkeypatch):
+    monkeypatch.setattr(presence, "accelerator_name", REAL_ACCELERATOR_NAME)
+    monkeypatch.setitem(sys.modules, "torch_fl._C", types.SimpleNamespace(_accelerator_name=lambda: "host"))
+    monkeypatch.setattr(presence, "_gpu_available", lambda: True)
+    assert presence.host_accelerator_active() is False
 
 
 def test_is_active_follows_presence(monkeypatch):
