@@ -9,7 +9,7 @@ REGISTERED := $(VENV)/.flagos-registered
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
 PYTEST_ARGS ?=
 
-.PHONY: build test conformance conformance-cpu smoke bench clean lint docs ci-configs
+.PHONY: build test conformance conformance-cpu smoke bench clean lint docs ci-configs sensitivity
 
 # torch 2.13.0 is the CPU wheel that lies on this machine's disk (pip's
 # find-links); naming the exact version keeps a resolver from pulling a CUDA build.
@@ -70,6 +70,11 @@ ci-configs:
 
 bench: build
 	$(PY) benchmarks/bench_eager.py
+
+# Kit sensitivity: plant each known device bug (tests/faults/) and show which conformance
+# area catches it; the table of docs/results/sensitivity.md.
+sensitivity: build
+	$(PY) benchmarks/sensitivity.py
 
 clean:
 	rm -rf build torch_fl/_C*.so

@@ -44,6 +44,10 @@ WHERE = {
     "raw_stream": "DeviceInterface.get_raw_stream and the DeviceOpOverrides' "
     "import_get_raw_stream_as: compiled code must launch on the *current* "
     "stream (flagos: torch_fl/compile/device_interface.py, op_overrides.py)",
+    "backend": "the device's torch.compile backend (dynamo's backend registry: register_backend or "
+    "a torch_dynamo_backends entry point named after the device): it must return compiled code, "
+    "not the FX graph (gm.forward) or a wrapper that runs it "
+    "(flagos: torch_fl/compile/backend.py)",
     "workers": "inductor's compile workers (torch._inductor.async_compile, "
     "compile_worker/): a bare `python -m torch._inductor.compile_worker` must see "
     "the device through the torch.backends / triton.backends entry points "

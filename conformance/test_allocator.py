@@ -194,3 +194,30 @@ def test_no_growth_across_repeated_compiles(flagos_device, device_module, fresh_
             "allocator",
             "benchmarker",
         )
+
+
+def test_no_growth_across_repeated_calls(flagos_device, device_module, fresh_inductor_cache):
+    """One compiled function called again and again (a training loop): once compiled and
+    autotuned, each call must leave device memory where the previous one left it."""
+    index = device_index(flagos_device)
+
+    def f(x, w):
+        return torch.relu(x @ w).sum(-1) * 2.0
+
+    x = torch.randn(64, 32, device=flagos_device)
+    w = torch.randn(32, 128, device=flagos_device)
+    compiled = torch.compile(f, backend="inductor", fullgraph=True)
+    assert_close(compiled(x, w), f(x.cpu(), w.cpu()), "compiled result differs from eager on the host")
+    levels = []
+    for _ in range(6):
+        compiled(x, w)  # the result is dropped at once
+        levels.append(_allocated(device_module, index))
+    if len(set(levels)) != 1:
+        per_call = (levels[-1] - levels[0]) / (len(levels) - 1)
+        fail(
+            f"device memory after each of {len(levels)} calls of one compiled function: {levels} bytes "
+            f"({per_call:+.0f} bytes per call): compiled code leaks device memory on every call "
+            "(a launcher or wrapper keeping per-launch buffers alive)",
+            "allocator",
+            "triton",
+        )

@@ -1,6 +1,7 @@
 """Autotuning: the change request's eight. Graphs that need more than one Triton kernel and
-autotuning (stacked Linears, normalizations, reductions, a multi-kernel backward, dynamic
-shapes, max-autotune), the autotuner's own Event/benchmark call, and a worker-pool check.
+autotuning (stacked Linears, normalizations, reductions over rows of one block and over rows
+looped block by block, a multi-kernel backward, dynamic shapes, max-autotune), the
+autotuner's own Event/benchmark call, and a worker-pool check.
 
 Each test runs on a fresh cache with the compile worker pool up and proven (single-Linear
 graphs need neither autotuning nor the pool, which is how both bugs of the change request
@@ -99,6 +100,17 @@ REDUCTIONS = {"sum": reduce_sum, "mean": reduce_mean, "amax": reduce_amax, "soft
 @pytest.mark.parametrize("reduction", sorted(REDUCTIONS))
 def test_reductions(pool, assert_compiles_like_eager, reduction):
     assert_compiles_like_eager(REDUCTIONS[reduction], torch.randn(48, 300))
+
+
+def reduce_long_rows(x):
+    return x.sum(-1), x.var(-1), x.amax(-1)
+
+
+def test_reduction_rows_longer_than_one_block(pool, assert_compiles_like_eager):
+    """Rows too long for one block: inductor loops over blocks of the row (triton_red_*,
+    R0_BLOCK autotuned), and 3001 elements leave a partial last block for every block size
+    -- the case a wrong trip count or tail mask gets wrong. The rows above fit one block."""
+    assert_compiles_like_eager(reduce_long_rows, torch.randn(6, 3001))
 
 
 def test_multi_kernel_backward(pool, assert_compiles_like_eager):

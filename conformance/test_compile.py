@@ -1,5 +1,6 @@
 """Compile basics: the device gets the codegen its manifest names (Triton kernels for GPU-like
-devices, C++ for cpu), compiled code really ran (dynamo and inductor counters), and
+devices, C++ for cpu), compiled code really ran (dynamo and inductor counters), the device's
+own torch.compile backend really compiles (does not hand the graph back to run eagerly), and
 backend="inductor" compiles a module forward and backward like eager."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import re
 import pytest
 import torch
 from conformance_support import assert_close, bullet, fail, generated_sources, inductor_counters
+from torch.utils._python_dispatch import TorchDispatchMode
 
 pytestmark = pytest.mark.flagos_area("compile")
 
@@ -88,6 +90,68 @@ def test_compiled_code_really_ran(flagos_device, flagos_capabilities, fresh_indu
     if problems:
         fail("torch.compile did not really compile and run on the device:\n" + bullet(problems), "codegen")
     assert_close(out, f(x.cpu()), "compiled relu(x) * 3 + 1 differs from eager on the host")
+
+
+def _sin_cos(x):
+    return torch.sin(x) * 3 + torch.cos(x)
+
+
+_GRAPH_OPS = ("aten.sin.", "aten.cos.", "aten.mul.", "aten.add.")
+
+
+class _RecordOps(TorchDispatchMode):
+    """Records every aten op dispatched while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def _device_backends(device_type, capabilities):
+    """inductor, the dynamo backend named after the device (a vendor's entry point), and
+    the manifest's extra['compile_backends']."""
+    from torch._dynamo import list_backends
+
+    own = [device_type] if device_type in list_backends(exclude_tags=()) else []
+    return ["inductor", *own, *capabilities.extra.get("compile_backends", ())]
+
+
+def test_compile_backends_really_compile(flagos_device, flagos_capabilities, fresh_inductor_cache):
+    """A backend that hands the FX graph back (``return gm.forward``) "compiles" every model:
+    dynamo counts a graph and no fallback, and results match eager. The code a backend
+    returns must not dispatch the graph's aten ops one by one."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    x = torch.randn(256, device=flagos_device)
+    problems = []
+    for name in _device_backends(flagos_device.type, flagos_capabilities):
+        compiled_graphs = []
+
+        def spy(graph_module, example_inputs, name=name, compiled_graphs=compiled_graphs):
+            compiled = lookup_backend(name)(graph_module, example_inputs)
+            compiled_graphs.append(compiled)
+            return compiled
+
+        torch._dynamo.reset()
+        out = torch.compile(_sin_cos, backend=spy, fullgraph=True)(x)
+        assert_close(out, _sin_cos(x.cpu()), f"backend={name!r}: compiled sin(x) * 3 + cos(x) differs from eager")
+        if len(compiled_graphs) != 1:
+            problems.append(f"backend={name!r}: dynamo handed it {len(compiled_graphs)} graphs, not 1")
+            continue
+        with _RecordOps() as recorded:
+            compiled_graphs[0](x)
+        eager_ops = sorted({op for op in recorded.ops if op.startswith(_GRAPH_OPS)})
+        if eager_ops:
+            problems.append(
+                f"backend={name!r} returned code that runs the graph's aten ops one by one "
+                f"({', '.join(eager_ops)}): it ran the graph eagerly instead of compiling it"
+            )
+    if problems:
+        fail("a torch.compile backend of the device silently ran eagerly:\n" + bullet(problems), "backend")
 
 
 def test_backend_inductor_module_forward_and_backward(flagos_device, fresh_inductor_cache, assert_compiles_like_eager):
