@@ -99,7 +99,7 @@ PYBIND11_MODULE(_C, m) {
 
   // What compiled code passes to kernel launches: the current stream's handle.
   m.def("_current_raw_stream", [](int i) {
-    return reinterpret_cast<uintptr_t>(flagos::native_stream(flagos::current_stream(static_cast<c10::DeviceIndex>(i))));
+    return reinterpret_cast<uintptr_t>(flagos::current_native_stream(static_cast<c10::DeviceIndex>(i)));
   });
 
   m.def("_default_generator", [](int i) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <list>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -64,14 +65,14 @@ class CachingAllocator final : public c10::Allocator {
     c10::DeviceIndex device = current_device();
     check_index(device);
     size_t size = round_size(nbytes);
-    void* ptr = size ? take(device, size, nbytes, native_stream(current_stream(device))) : nullptr;
+    void* ptr = size ? take(device, size, nbytes, current_native_stream(device)) : nullptr;
     return {ptr, ptr, &CachingAllocator::release, c10::Device(kDeviceType, device)};
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &CachingAllocator::release; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    flagos_stream stream = native_stream(current_stream(current_device()));
+    flagos_stream stream = current_native_stream(current_device());
     check(accelerator().memcpy_async(dest, src, count, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, stream), "memcpy");
   }
 
@@ -128,6 +129,7 @@ class CachingAllocator final : public c10::Allocator {
     check_index(device);
     size_t size = owner.nbytes();
     void* ptr = owner.mutable_data();
+    auto ctx = std::make_unique<Adopted>(Adopted{std::move(owner), device, size});
     {
       std::lock_guard<std::mutex> lock(mu_);
       DeviceStats& s = stats_for(device);
@@ -146,13 +148,9 @@ class CachingAllocator final : public c10::Allocator {
       s.num_allocs++;
       s.reserved_peak = std::max(s.reserved_peak, s.reserved);
       s.allocated_peak = std::max(s.allocated_peak, s.allocated);
+      if (ptr) owners_[ptr] = ctx.get();
     }
-    auto* ctx = new Adopted{std::move(owner), device, size};
-    if (ptr) {
-      std::lock_guard<std::mutex> lock(mu_);
-      owners_[ptr] = ctx;
-    }
-    return {ptr, ctx, &CachingAllocator::release_adopted, c10::Device(kDeviceType, device)};
+    return {ptr, ctx.release(), &CachingAllocator::release_adopted, c10::Device(kDeviceType, device)};
   }
 
   bool owner_of(const void* ptr, c10::DeviceIndex* device) {

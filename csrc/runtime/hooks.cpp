@@ -128,7 +128,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   }
   size_t keep = std::min(new_bytes, impl->nbytes());
   if (keep > 0) {
-    flagos_stream stream = native_stream(current_stream(storage.device().index()));
+    flagos_stream stream = current_native_stream(storage.device().index());
     check(accelerator().memcpy_async(fresh.get(), impl->data(), keep, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, stream),
           "memcpy (resize)");
   }

@@ -41,6 +41,8 @@ c10::DeviceType compute_device_type();
 // StreamId 0 is the device's default stream, a real accelerator stream.
 flagos_stream native_stream(const c10::Stream& stream);
 c10::Stream current_stream(c10::DeviceIndex index);
+// The accelerator's handle of a device's current stream (what work is submitted to).
+flagos_stream current_native_stream(c10::DeviceIndex index);
 c10::Stream exchange_stream(const c10::Stream& stream);
 c10::Stream new_stream(c10::DeviceIndex index, int priority);
 c10::Stream pool_stream(c10::DeviceIndex index);

@@ -78,6 +78,8 @@ c10::Stream current_stream(c10::DeviceIndex index) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), current_ids()[index]);
 }
 
+flagos_stream current_native_stream(c10::DeviceIndex index) { return native_stream(current_stream(index)); }
+
 c10::Stream exchange_stream(const c10::Stream& stream) {
   native_stream(stream);  // validates device and id
   c10::Stream previous = current_stream(stream.device_index());
@@ -115,8 +117,8 @@ std::optional<c10::Stream> compute_stream(const c10::Stream& stream) {
 }
 
 ComputeStreamGuard::ComputeStreamGuard(c10::DeviceIndex index) {
+  if (accelerator().compute_stream_id == nullptr) return;  // the CPU: nothing to switch, on every op
   std::optional<c10::Stream> stream = compute_stream(current_stream(index));
-  if (!stream) return;
   // torch initializes a GPU device type lazily, on its own first use (for
   // cuda: the caching allocator, generators); flagos work may come first.
   static std::once_flag initialized;
