@@ -6,15 +6,19 @@
 #
 # Phases: build, smoke, tests (runtime + Triton back end on the cuda accelerator),
 # host-tests (the same with the GPU hidden: host accelerator on this torch),
-# integration, conformance-flagos, conformance-cuda, bench, compile-times.
-# Logs go to $OUT/logs.tar.gz (one file per phase), one line per phase to
-# $OUT/summary.txt; benchmark JSON to $OUT/.
+# integration, attention (its runtime and compile tests), conformance-flagos,
+# conformance-cuda, bench, compile-times, profile (benchmarks/profile_models.py).
+# Phases joined by '+' run at the same time (tests only: timings run alone).
+# Logs go to $OUT/logs.tar.gz (one file per phase, refreshed after each phase,
+# so a run cut short keeps them), one line per phase to $OUT/summary.txt;
+# benchmark JSON and profiles to $OUT/.
 set -u
 export PYTHONUNBUFFERED=1 MAX_JOBS=16 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 OUT=${OUT:-/tmp/out}
 LOGS=$(mktemp -d)
 mkdir -p "$OUT" reports
-trap 'tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null' EXIT
+save_logs() { tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null; }
+trap save_logs EXIT
 PY=python3
 CONF_ARGS=(-q -p no:cacheprovider --hypothesis-profile=flagos-ci)
 
@@ -27,10 +31,12 @@ phase() {  # phase NAME TIMEOUT CMD...: runs CMD, logs it, records status and ti
   tail_line=$(grep -E "passed|failed|error|PASS|FAIL" "$LOGS/$name.log" | tail -1)
   echo "$name rc=$rc $((SECONDS - start))s :: $tail_line" | tee -a "$OUT/summary.txt"
   grep -E "^(FAILED|ERROR|FAIL )" "$LOGS/$name.log" | head -40 | sed "s/^/  $name: /" | tee -a "$OUT/summary.txt"
+  save_logs
   return $rc
 }
 
-for p in "$@"; do
+run_phase() {
+  local p=$1
   case $p in
     build)
       phase install 300 env FLAGOS_SKIP_EXT=1 $PY -m pip install -q --no-build-isolation --no-deps -e .
@@ -63,6 +69,8 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
       } > "$LOGS/diag.log" 2>&1; cat "$LOGS/diag.log" | head -60 >> "$OUT/summary.txt" ;;
     tests) phase tests 600 $PY -m pytest tests/runtime tests/triton_backend -q -p no:cacheprovider ;;
     host-tests) phase host-tests 600 env CUDA_VISIBLE_DEVICES= $PY -m pytest tests/runtime -q -p no:cacheprovider ;;
+    attention) phase attention 600 $PY -m pytest -p flagos --flagos-device=flagos tests/runtime/test_attention.py \
+      tests/integration/test_compile_attention.py -q -p no:cacheprovider ;;
     integration) phase integration 600 $PY -m pytest -p flagos --flagos-device=flagos tests/integration -q -p no:cacheprovider ;;
     conformance-flagos)
       phase conformance-flagos 600 $PY -m pytest -p flagos --flagos-device=flagos conformance/ "${CONF_ARGS[@]}" \
@@ -74,6 +82,17 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
       cp reports/cuda.* "$LOGS/" 2>/dev/null ;;
     bench) phase bench 900 $PY benchmarks/bench_compile.py ${BENCH_ARGS:-} ;;
     compile-times) phase compile-times 900 $PY benchmarks/bench_compile.py --compile-times ${COMPILE_TIMES_ARGS:-} ;;
+    profile) phase profile 900 $PY benchmarks/profile_models.py --out "$OUT/profile.md" ${PROFILE_ARGS:-} ;;
     *) echo "unknown phase $p" | tee -a "$OUT/summary.txt" ;;
   esac
+}
+
+for group in "$@"; do
+  if [[ $group == *+* ]]; then
+    IFS=+ read -ra together <<< "$group"
+    for p in "${together[@]}"; do run_phase "$p" & done
+    wait
+  else
+    run_phase "$group"
+  fi
 done

@@ -1,0 +1,44 @@
+"""torch.compile of scaled_dot_product_attention on flagos: right results, and on
+the cuda accelerator the traced graph keeps the fused kernel CUDA's would."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+cuda_accelerator = pytest.mark.skipif(
+    torch.flagos.accelerator_name() != "cuda", reason="CUDA's attention kernels; this process runs the host accelerator"
+)
+
+
+class CausalAttention(torch.nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def _qkv(dtype=torch.float32, device="cpu", requires_grad=False):
+    g = torch.Generator().manual_seed(0)
+    shapes = [(1, 8, 64, 32), (1, 2, 64, 32), (1, 2, 64, 32)]
+    return [torch.randn(s, generator=g, dtype=dtype).to(device).requires_grad_(requires_grad) for s in shapes]
+
+
+def test_compiled_attention_matches_eager_with_grads(compiled_on_workers, assert_compiles_like_eager):
+    assert_compiles_like_eager(CausalAttention(), *_qkv(), grads=True)
+
+
+def _traced_attention_ops(device, dtype):
+    backend = AotEagerAndRecordGraphs()
+    torch._dynamo.reset()
+    torch.compile(CausalAttention(), backend=backend, fullgraph=True)(*_qkv(dtype, device, requires_grad=True))
+    graphs = backend.fw_graphs + backend.bw_graphs
+    return [str(n.target) for g in graphs for n in g.graph.nodes if "attention" in str(n.target)]
+
+
+@cuda_accelerator
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_compile_keeps_the_fused_kernel_cuda_picks(dtype):
+    on_cuda = _traced_attention_ops("cuda", dtype)
+    assert on_cuda, "CUDA traced math here; the case no longer tests a fused kernel"
+    flash = "aten._scaled_dot_product_flash_attention"
+    expected = [op.replace(flash, "aten._scaled_dot_product_fused_attention_overrideable") for op in on_cuda]
+    assert _traced_attention_ops("flagos", dtype) == expected
