@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from . import areas, options
+from . import areas, isolation, options
 from . import session as state
 from .fixtures import (  # noqa: F401  (pytest finds fixtures in the plugin module)
     assert_compiles_like_eager,
@@ -26,6 +26,11 @@ _DESELECTED_KEY = pytest.StashKey[list]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)  # before the conftests, which may import torch
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    isolation.keep_torch_fl_out(early_config)
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:

@@ -523,26 +523,26 @@ void native_batch_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit:
 // native_group_norm(_backward) have a CompositeExplicitAutograd math kernel
 // that a backend without its own kernel gets; it views its input as
 // contiguous and fails on channels_last, where the compute device's kernel
-// works. CUDA's kernels further require the tensors dense in their suggested
-// memory format (the composite group_norm makes them so; a direct call need not).
-void dense_in_suggested_format(torch::jit::Stack* stack, size_t index) {
+// works. CUDA's kernels further require contiguous (NCHW) tensors: aten's
+// group_norm makes its input so for every device but the CPU, a direct call
+// need not; and the fake kernel (torch/_refs native_group_norm) predicts a
+// contiguous output for such devices, which a contiguous input gives.
+void make_contiguous(torch::jit::Stack* stack, size_t index) {
   const at::Tensor t = (*stack)[index].toTensor();
-  if (!t.defined()) return;
-  at::MemoryFormat format = t.suggest_memory_format();
-  if (!t.is_contiguous(format)) (*stack)[index] = t.contiguous(format);
+  if (t.defined() && !t.is_contiguous()) (*stack)[index] = t.contiguous();
 }
 
 void native_group_norm_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t first = stack->size() - op.schema().arguments().size();
-  if (compute_device_type() != c10::kCPU) dense_in_suggested_format(stack, first);  // input
+  if (compute_device_type() != c10::kCPU) make_contiguous(stack, first);  // input
   flagos_fallback(op, stack);
 }
 
 void native_group_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t first = stack->size() - op.schema().arguments().size();
   if (compute_device_type() != c10::kCPU) {
-    dense_in_suggested_format(stack, first);      // grad_out
-    dense_in_suggested_format(stack, first + 1);  // input
+    make_contiguous(stack, first);      // grad_out
+    make_contiguous(stack, first + 1);  // input
   }
   flagos_fallback(op, stack);
 }

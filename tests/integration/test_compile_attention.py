@@ -26,19 +26,27 @@ def test_compiled_attention_matches_eager_with_grads(compiled_on_workers, assert
     assert_compiles_like_eager(CausalAttention(), *_qkv(), grads=True)
 
 
-def _traced_attention_ops(device, dtype):
+def _traced_attention_ops(device, dtype, requires_grad=False):
     backend = AotEagerAndRecordGraphs()
     torch._dynamo.reset()
-    torch.compile(CausalAttention(), backend=backend, fullgraph=True)(*_qkv(dtype, device, requires_grad=True))
+    torch.compile(CausalAttention(), backend=backend, fullgraph=True)(*_qkv(dtype, device, requires_grad))
     graphs = backend.fw_graphs + backend.bw_graphs
     return [str(n.target) for g in graphs for n in g.graph.nodes if "attention" in str(n.target)]
+
+
+FLASH = "aten._scaled_dot_product_flash_attention"
+HOOK = "aten._scaled_dot_product_fused_attention_overrideable"
 
 
 @cuda_accelerator
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_compile_keeps_the_fused_kernel_cuda_picks(dtype):
+    # Inference graphs: tracing a CUDA backward fails in a process that has loaded
+    # torch_fl (pytorch/pytorch#161129, see flagos_autoload).
     on_cuda = _traced_attention_ops("cuda", dtype)
     assert on_cuda, "CUDA traced math here; the case no longer tests a fused kernel"
-    flash = "aten._scaled_dot_product_flash_attention"
-    expected = [op.replace(flash, "aten._scaled_dot_product_fused_attention_overrideable") for op in on_cuda]
+    expected = [op.replace(FLASH, HOOK) for op in on_cuda]
     assert _traced_attention_ops("flagos", dtype) == expected
+    # and training graphs pair the forward with its own backward
+    forward, backward = expected[0].split(".")[0], _traced_attention_ops("flagos", dtype, requires_grad=True)
+    assert backward == [f"{forward}.default", f"{forward}_backward.default"]

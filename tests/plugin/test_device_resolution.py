@@ -18,8 +18,8 @@ def test_device(flagos_device, flagos_capabilities):
           ",".join(flagos_capabilities.dtypes), flagos_capabilities.extra)
 """
 
-# a vendor package that registers a PrivateUse1 device; needs torch_fl's autoload off,
-# since flagos already holds the PrivateUse1 slot when torch_fl is installed
+# a vendor package that registers a PrivateUse1 device; the plugin keeps torch_fl's
+# autoload off for it, since flagos would otherwise hold the PrivateUse1 slot
 VENDOR_MODULE = """
 import types
 import torch
@@ -118,10 +118,9 @@ def test_unavailable_device_is_an_error_under_strict(run_pytest, pytester):
 
 
 def _vendor(pytester, monkeypatch, available: bool) -> None:
-    # Without autoload torch_fl stays out of the process (its Triton back end is a separate
-    # package that never imports it), so the PrivateUse1 slot is free for the vendor.
+    # The plugin keeps torch_fl out of a run on another device (its Triton back end is a
+    # separate package that never imports it), so the PrivateUse1 slot is free for the vendor.
     pytester.makepyfile(acme_vendor=VENDOR_MODULE.format(available=available))
-    monkeypatch.setenv("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     monkeypatch.setenv("PYTHONPATH", f"{pytester.path}:{__import__('os').environ['PYTHONPATH']}")
 
 

@@ -16,6 +16,8 @@ import os
 import warnings
 from importlib.metadata import entry_points
 
+import flagos_autoload
+
 # Set FLAGOS_NO_FORK_FALLBACK=1 to keep inductor's start method whatever the
 # probe says (used by tests to reproduce the change request's worker bug).
 NO_FORK_FALLBACK_ENV = "FLAGOS_NO_FORK_FALLBACK"
@@ -26,7 +28,9 @@ def bare_worker_sees_flagos(env=None) -> tuple:
     env = os.environ if env is None else env
     if env.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "0":
         return False, "TORCH_DEVICE_BACKEND_AUTOLOAD=0 stops torch from loading torch_fl"
-    if not any(ep.value.split(":")[0].split(".")[0] == "torch_fl" for ep in entry_points(group="torch.backends")):
+    if not flagos_autoload.enabled(env):
+        return False, f"{flagos_autoload.AUTOLOAD_ENV}=0 stops torch from loading torch_fl"
+    if not any(ep.value.split(":")[0] == "flagos_autoload" for ep in entry_points(group="torch.backends")):
         return False, "torch_fl is not installed with its torch.backends entry point"
     if not any(ep.name == "flagos" for ep in entry_points(group="triton.backends")):
         return False, "the flagos triton.backends entry point is not installed"

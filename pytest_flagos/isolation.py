@@ -1,0 +1,47 @@
+"""Keeps torch_fl out of a run whose device under test is not flagos.
+
+torch autoloads torch_fl at ``import torch`` (its ``torch.backends`` entry point),
+which registers the PrivateUse1 device. PyTorch 2.8 to 2.13 then treat PrivateUse1
+as the process's one accelerator and fail every backward over CUDA tensors
+(pytorch/pytorch#161129, see flagos_autoload); a vendor's own PrivateUse1 device
+cannot register at all. So before anything imports torch (this runs ahead of the
+conftests), a run on any other device turns torch_fl's autoload off, for this
+process and the compile workers it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+import flagos_autoload
+
+from .options import OPTIONS
+
+
+def early_device_spec(early_config: pytest.Config) -> str | None:
+    """--flagos-device as given on the command line, in the environment or the ini file,
+    read before the full option parse (the same precedence as options.read_settings)."""
+    device = OPTIONS[0]
+    spec = getattr(early_config.known_args_namespace, device.dest, None)
+    if spec is None:
+        spec = os.environ.get(device.env) or early_config.getini(device.dest) or None
+    return spec
+
+
+def keep_torch_fl_out(early_config: pytest.Config) -> None:
+    spec = early_device_spec(early_config)
+    if not spec:
+        return  # inert
+    name = spec.partition(":")[0].strip()
+    if name == "flagos":
+        return
+    if "torch_fl" in sys.modules and name != "cpu":
+        raise pytest.UsageError(
+            f"flagos: torch_fl was already loaded when the run on {spec!r} started, and with it loaded PyTorch "
+            "treats flagos as this process's accelerator (CUDA backward fails, another PrivateUse1 device cannot "
+            f"register). Run with {flagos_autoload.AUTOLOAD_ENV}=0."
+        )
+    os.environ[flagos_autoload.AUTOLOAD_ENV] = "0"
