@@ -20,7 +20,7 @@ mkdir -p "$OUT" reports
 save_logs() { tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null; }
 trap save_logs EXIT
 PY=python3
-CONF_ARGS=(-q -p no:cacheprovider --hypothesis-profile=flagos-ci)
+CONF_ARGS=(-q -p no:cacheprovider --hypothesis-profile=flagos-ci ${CONF_EXTRA:-})  # CONF_EXTRA="-n 4": xdist
 
 phase() {  # phase NAME TIMEOUT CMD...: runs CMD, logs it, records status and time
   local name=$1 limit=$2; shift 2
