@@ -16,9 +16,14 @@ class CausalAttention(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=q.shape[1] != k.shape[1])
 
 
-def _qkv(dtype=torch.float32, device="cpu", requires_grad=False):
+# Grouped-query shapes for the numerics; equal head counts where CUDA's kernel choice is
+# compared (its memory-efficient kernel, the fp32 choice, takes no GQA: CUDA traces math).
+GQA = [(1, 8, 64, 32), (1, 2, 64, 32), (1, 2, 64, 32)]
+MHA = [(1, 8, 64, 32)] * 3
+
+
+def _qkv(dtype=torch.float32, device="cpu", requires_grad=False, shapes=GQA):
     g = torch.Generator().manual_seed(0)
-    shapes = [(1, 8, 64, 32), (1, 2, 64, 32), (1, 2, 64, 32)]
     return [torch.randn(s, generator=g, dtype=dtype).to(device).requires_grad_(requires_grad) for s in shapes]
 
 
@@ -29,7 +34,8 @@ def test_compiled_attention_matches_eager_with_grads(compiled_on_workers, assert
 def _traced_attention_ops(device, dtype, requires_grad=False):
     backend = AotEagerAndRecordGraphs()
     torch._dynamo.reset()
-    torch.compile(CausalAttention(), backend=backend, fullgraph=True)(*_qkv(dtype, device, requires_grad))
+    inputs = _qkv(dtype, device, requires_grad, shapes=MHA)
+    torch.compile(CausalAttention(), backend=backend, fullgraph=True)(*inputs)
     graphs = backend.fw_graphs + backend.bw_graphs
     return [str(n.target) for g in graphs for n in g.graph.nodes if "attention" in str(n.target)]
 
@@ -45,8 +51,12 @@ def test_compile_keeps_the_fused_kernel_cuda_picks(dtype):
     # torch_fl (pytorch/pytorch#161129, see flagos_autoload).
     on_cuda = _traced_attention_ops("cuda", dtype)
     assert on_cuda, "CUDA traced math here; the case no longer tests a fused kernel"
-    expected = [op.replace(FLASH, HOOK) for op in on_cuda]
-    assert _traced_attention_ops("flagos", dtype) == expected
-    # and training graphs pair the forward with its own backward
-    forward, backward = expected[0].split(".")[0], _traced_attention_ops("flagos", dtype, requires_grad=True)
-    assert backward == [f"{forward}.default", f"{forward}_backward.default"]
+    assert _traced_attention_ops("flagos", dtype) == [op.replace(FLASH, HOOK) for op in on_cuda]
+
+
+@cuda_accelerator
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_training_graph_pairs_the_fused_kernel_with_its_backward(dtype):
+    forward, backward = _traced_attention_ops("flagos", dtype, requires_grad=True)
+    assert forward != "aten._scaled_dot_product_attention_math.default"
+    assert backward == forward.replace(".default", "_backward.default")
