@@ -7,7 +7,8 @@
 # Phases: build, smoke, tests (runtime + Triton back end on the cuda accelerator),
 # host-tests (the same with the GPU hidden: host accelerator on this torch),
 # integration, attention (its runtime and compile tests), conformance-flagos,
-# conformance-cuda, bench, compile-times, profile (benchmarks/profile_models.py).
+# conformance-cuda, bench, compile-times, profile (benchmarks/profile_models.py),
+# eager-overhead (benchmarks/bench_eager.py: per-op host cost, flagos vs cuda).
 # Phases joined by '+' run at the same time (tests only: timings run alone).
 # Logs go to $OUT/logs.tar.gz (one file per phase, refreshed after each phase,
 # so a run cut short keeps them), one line per phase to $OUT/summary.txt;
@@ -82,6 +83,7 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
       cp reports/cuda.* "$LOGS/" 2>/dev/null ;;
     bench) phase bench 900 $PY benchmarks/bench_compile.py ${BENCH_ARGS:-} ;;
     compile-times) phase compile-times 900 $PY benchmarks/bench_compile.py --compile-times ${COMPILE_TIMES_ARGS:-} ;;
+    eager-overhead) phase eager-overhead 300 $PY benchmarks/bench_eager.py ;;
     profile) phase profile 900 $PY benchmarks/profile_models.py --out "$OUT/profile.md" ${PROFILE_ARGS:-} ;;
     *) echo "unknown phase $p" | tee -a "$OUT/summary.txt" ;;
   esac

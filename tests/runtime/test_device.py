@@ -97,16 +97,19 @@ def test_plain_import_torch_autoloads_flagos(python_subprocess):
     assert r.stdout.split() == ["flagos:0", "6.0", "2"]
 
 
-def test_autoload_can_be_disabled(python_subprocess):
+@pytest.mark.parametrize("variable", ["TORCH_DEVICE_BACKEND_AUTOLOAD", "FLAGOS_AUTOLOAD"])
+def test_autoload_can_be_disabled(python_subprocess, variable):
     r = python_subprocess(
         """
         import sys, torch
-        print(hasattr(torch, "flagos"), "torch_fl" in sys.modules)
+        print(hasattr(torch, "flagos"), "torch_fl" in sys.modules, torch._C._get_privateuse1_backend_name())
+        import torch_fl
+        print(torch.zeros(1, device="flagos").device)
         """,
-        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+        env={variable: "0"},
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["False", "False"]
+    assert r.stdout.split() == ["False", "False", "privateuseone", "flagos:0"]
 
 
 def test_import_torch_fl_first_works(python_subprocess):

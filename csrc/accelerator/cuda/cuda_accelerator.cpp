@@ -113,7 +113,13 @@ flagos_status cuda_get_device(int32_t* device) {
   return status_of(err);
 }
 
-flagos_status cuda_set_device(int32_t device) { return status_of(cudaSetDevice(device)); }
+// Every flagos op restores the device on exit (c10's DeviceGuard); skipping
+// the redundant cudaSetDevice there is what c10::cuda::SetDevice does too.
+flagos_status cuda_set_device(int32_t device) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return FLAGOS_SUCCESS;
+  return status_of(cudaSetDevice(device));
+}
 
 flagos_status cuda_device_synchronize(int32_t device) {
   return on_device(device, [] { return cudaDeviceSynchronize(); });
