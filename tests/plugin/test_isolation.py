@@ -32,6 +32,13 @@ def test_device_from_the_environment_counts_too(run_pytest, pytester, monkeypatc
     result.stdout.fnmatch_lines(["*PROBE torch_fl False autoload 0 privateuse1 privateuseone*"])
 
 
+def test_device_from_the_ini_file_counts_too(run_pytest, pytester):
+    pytester.makepyfile(PROBE)
+    pytester.makeini("[pytest]\nflagos_device = cpu\n")
+    result = run_pytest("-s")
+    result.stdout.fnmatch_lines(["*PROBE torch_fl False autoload 0 privateuse1 privateuseone*"])
+
+
 def test_run_on_flagos_loads_it(run_pytest, pytester):
     pytester.makepyfile(PROBE)
     result = run_pytest("-s", "--flagos-device=flagos")
