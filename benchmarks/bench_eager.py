@@ -14,11 +14,16 @@ here asserts.
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 import torch_fl  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_compile import synchronize  # noqa: E402
 
 OPS = {
     "add": lambda a, b: a + b,
@@ -30,12 +35,6 @@ OPS = {
     "mm": lambda a, b: a.view(-1, 32) @ b.view(32, -1)[:, :32],
 }
 SIZES = {"small (1k)": 1 << 10, "large (16M)": 1 << 24}
-
-
-def synchronize(device: str) -> None:
-    module = torch.get_device_module(torch.device(device).type)
-    if hasattr(module, "synchronize"):
-        module.synchronize()
 
 
 def median_time(fn, device: str, repeat: int, inner: int) -> float:

@@ -20,15 +20,10 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_compile import input_on, synchronize  # noqa: E402
 from bench_models import WORKLOADS, build_workload  # noqa: E402
 
 TOP = 12
-
-
-def synchronize(device):
-    module = torch.get_device_module(torch.device(device).type)
-    if hasattr(module, "synchronize"):
-        module.synchronize()
 
 
 def device_time(event):
@@ -98,8 +93,7 @@ def main():
             results = {}
             for device in args.devices.split(","):
                 model = workload.model.to(device=device, dtype=dtype)
-                x = workload.example_input.to(device)
-                x = x.to(dtype) if x.is_floating_point() else x
+                x = input_on(workload.example_input, device, dtype)
                 for mode in args.modes.split(","):
                     torch._dynamo.reset()
                     fn = torch.compile(model) if mode == "compiled" else model

@@ -17,8 +17,10 @@ AUTOLOAD_ENV = "FLAGOS_AUTOLOAD"
 
 
 def enabled(env=None) -> bool:
+    """Whether this entry point loads torch_fl (torch itself skips every entry point
+    under TORCH_DEVICE_BACKEND_AUTOLOAD=0, before asking)."""
     env = os.environ if env is None else env
-    return env.get(AUTOLOAD_ENV, "1") != "0" and env.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "1"
+    return env.get(AUTOLOAD_ENV, "1") != "0"
 
 
 def load() -> None:

@@ -18,21 +18,11 @@ import pytest
 
 import flagos_autoload
 
-from .options import OPTIONS
-
-
-def early_device_spec(early_config: pytest.Config) -> str | None:
-    """--flagos-device as given on the command line, in the environment or the ini file,
-    read before the full option parse (the same precedence as options.read_settings)."""
-    device = OPTIONS[0]
-    spec = getattr(early_config.known_args_namespace, device.dest, None)
-    if spec is None:
-        spec = os.environ.get(device.env) or early_config.getini(device.dest) or None
-    return spec
+from . import options
 
 
 def keep_torch_fl_out(early_config: pytest.Config) -> None:
-    spec = early_device_spec(early_config)
+    spec = options.early_device_spec(early_config)
     if not spec:
         return  # inert
     name = spec.partition(":")[0].strip()

@@ -123,10 +123,13 @@ def add_options(parser: pytest.Parser) -> None:
         parser.addini(opt.dest, help_text, type="string", default="")
 
 
-def _lookup(config: pytest.Config, opt: Option) -> tuple[Any, str, Path] | None:
-    """(raw value, where it came from, directory relative paths are taken from)."""
+def _lookup(config: pytest.Config, opt: Option, early: bool = False) -> tuple[Any, str, Path] | None:
+    """(raw value, where it came from, directory relative paths are taken from).
+
+    early: before pytest's full option parse (pytest_load_initial_conftests), when
+    the command line is only in known_args_namespace."""
     invocation_dir = Path(config.invocation_params.dir)
-    value = config.getoption(opt.dest)
+    value = getattr(config.known_args_namespace, opt.dest, None) if early else config.getoption(opt.dest)
     if value is not None:
         return value, opt.flag, invocation_dir
     value = os.environ.get(opt.env)
@@ -192,6 +195,12 @@ def read_settings(config: pytest.Config) -> Settings:
         values[field] = _CONVERTERS[opt.kind](raw, where, base)
         sources[field] = where
     return Settings(**values, sources=sources)
+
+
+def early_device_spec(config: pytest.Config) -> str | None:
+    """--flagos-device (command line, environment or ini) before the full option parse."""
+    found = _lookup(config, OPTIONS[0], early=True)
+    return None if found is None else found[0]
 
 
 def device_given(config: pytest.Config) -> bool:

@@ -16,6 +16,11 @@ host_only = pytest.mark.skipif(
     "run with FLAGOS_ACCELERATOR=host to test it",
 )
 
+cuda_accelerator = pytest.mark.skipif(
+    accelerator != "cuda",
+    reason=f"a behaviour of the cuda accelerator (CUDA's own kernels); this process runs '{accelerator}'",
+)
+
 two_devices = pytest.mark.skipif(
     torch.flagos.device_count() < 2,
     reason=f"needs two flagos devices; this machine has {torch.flagos.device_count()}",

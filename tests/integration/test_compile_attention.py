@@ -6,9 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch._dynamo.testing import AotEagerAndRecordGraphs
 
-cuda_accelerator = pytest.mark.skipif(
-    torch.flagos.accelerator_name() != "cuda", reason="CUDA's attention kernels; this process runs the host accelerator"
-)
+from tests.requirements import cuda_accelerator
 
 
 class CausalAttention(torch.nn.Module):

@@ -7,16 +7,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tests.requirements import host_only
+from tests.requirements import cuda_accelerator, host_only
 
-ACCELERATOR = torch.flagos.accelerator_name()
-COMPUTE = "cuda" if ACCELERATOR == "cuda" else "cpu"
-
-cuda_accelerator = pytest.mark.skipif(
-    ACCELERATOR != "cuda", reason=f"CUDA's attention kernels; this process runs the '{ACCELERATOR}' accelerator"
-)
-
-# name -> (query shape, key/value shape, keyword arguments; a mask is made by `_mask`)
+# name -> (query shape, key/value shape, keyword arguments; `_inputs` makes the masks)
 CASES = {
     "causal": ((2, 4, 64, 32), (2, 4, 64, 32), {"is_causal": True}),
     "gqa": ((1, 8, 48, 64), (1, 2, 48, 64), {"is_causal": True, "enable_gqa": True}),
@@ -40,7 +33,7 @@ def _inputs(name, dtype, device, requires_grad=False):
 
 
 def _dtypes():
-    return [torch.float32, torch.bfloat16] if ACCELERATOR == "cuda" else [torch.float32]
+    return [torch.float32, torch.bfloat16] if torch.flagos.accelerator_name() == "cuda" else [torch.float32]
 
 
 # Against float64 math on the CPU: flagos may take another kernel than the compute

@@ -26,8 +26,9 @@ NO_FORK_FALLBACK_ENV = "FLAGOS_NO_FORK_FALLBACK"
 def bare_worker_sees_flagos(env=None) -> tuple:
     """(True, "") if a fresh ``python`` with ``env`` would load flagos; else (False, why)."""
     env = os.environ if env is None else env
-    if env.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1") == "0":
-        return False, "TORCH_DEVICE_BACKEND_AUTOLOAD=0 stops torch from loading torch_fl"
+    torch_autoload = env.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1")
+    if torch_autoload != "1":  # torch's own rule (torch._is_device_backend_autoload_enabled)
+        return False, f"TORCH_DEVICE_BACKEND_AUTOLOAD={torch_autoload} stops torch from loading torch_fl"
     if not flagos_autoload.enabled(env):
         return False, f"{flagos_autoload.AUTOLOAD_ENV}=0 stops torch from loading torch_fl"
     if not any(ep.value.split(":")[0] == "flagos_autoload" for ep in entry_points(group="torch.backends")):
