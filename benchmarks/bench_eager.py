@@ -33,7 +33,27 @@ OPS = {
     "exp": lambda a, b: torch.exp(a),
     "view+slice": lambda a, b: a.view(-1)[1:],
     "mm": lambda a, b: a.view(-1, 32) @ b.view(32, -1)[:, :32],
+    # How compiled code calls a matmul (extern_kernels.mm into a planned buffer).
+    "mm(out=)": lambda a, b: torch.mm(a.view(-1, 32), b.view(32, -1)[:, :32], out=_out_like(a, b)),
 }
+_OUT = {}
+
+
+def _out_like(a, b):
+    key = (a.device, a.numel())
+    if key not in _OUT:
+        _OUT[key] = torch.mm(a.view(-1, 32), b.view(32, -1)[:, :32])
+    return _OUT[key]
+
+
+def inductor_alloc(device):
+    """The allocation call inductor's wrapper emits for the device (a C fast path for cpu/cuda)."""
+    fast = getattr(torch._C._dynamo.guards, f"_empty_strided_{device}", None)
+    if fast is not None:
+        return lambda: fast((64, 64), (64, 1), torch.float32)
+    return lambda: torch.empty_strided((64, 64), (64, 1), device=device, dtype=torch.float32)
+
+
 SIZES = {"small (1k)": 1 << 10, "large (16M)": 1 << 24}
 
 
@@ -61,7 +81,7 @@ def main():
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, flagos accelerator "
         f"'{torch.flagos.accelerator_name()}', reference {ref}"
     )
-    print(f"{'op':<12}{'size':<13}{ref:>12}{'flagos':>12}{f'flagos/{ref}':>14}")
+    print(f"{'op':<15}{'size':<13}{ref:>12}{'flagos':>12}{f'flagos/{ref}':>14}")
     for size_name, n in SIZES.items():
         inner = 2000 if n < 1 << 16 else 3
         for name, op in OPS.items():
@@ -69,12 +89,22 @@ def main():
             a_fl, b_fl = a_ref.to("flagos"), b_ref.to("flagos")
             t_ref = median_time(lambda: op(a_ref, b_ref), ref, args.repeat, inner)
             t_fl = median_time(lambda: op(a_fl, b_fl), "flagos", args.repeat, inner)
-            print(f"{name:<12}{size_name:<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+            print(f"{name:<15}{size_name:<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
     for nbytes in (4 << 10, 64 << 20):
         t_ref = median_time(lambda: torch.empty(nbytes, dtype=torch.uint8, device=ref), ref, args.repeat, 2000)
         t_fl = median_time(lambda: torch.empty(nbytes, dtype=torch.uint8, device="flagos"), "flagos", args.repeat, 2000)
         label = f"{nbytes >> 10} KiB" if nbytes < 1 << 20 else f"{nbytes >> 20} MiB"
-        print(f"{'alloc+free':<12}{label:<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+        print(f"{'alloc+free':<15}{label:<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+    t_ref = median_time(inductor_alloc(ref), ref, args.repeat, 2000)
+    t_fl = median_time(inductor_alloc("flagos"), "flagos", args.repeat, 2000)
+    print(f"{'inductor alloc':<15}{'16 KiB':<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+    # One compiled call of one small Triton kernel: guards, allocation, launch.
+    x_ref = torch.randn(1024).to(ref)
+    x_fl = x_ref.to("flagos")
+    compiled = torch.compile(lambda x: torch.sin(x) * 2)
+    t_ref = median_time(lambda: compiled(x_ref), ref, args.repeat, 500)
+    t_fl = median_time(lambda: compiled(x_fl), "flagos", args.repeat, 500)
+    print(f"{'compiled sin':<15}{'1k':<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ the cuda accelerator's kernels are CUDA kernels); on cpu only host rows show.
 """
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -26,9 +27,21 @@ from bench_models import WORKLOADS, build_workload  # noqa: E402
 TOP = 12
 
 
-def device_time(event):
-    # self_device_time_total since torch 2.4; the CUDA spelling before
-    return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0)
+def device_kernels(prof):
+    """{kernel name: (count, ns)}, largest first, from the trace's device events.
+
+    Read from the raw kineto events rather than key_averages(): the averages
+    report device time only for the profiler's "use_device", which follows
+    the process's accelerator (flagos, a PrivateUse1 device, once torch_fl is
+    loaded), so CUDA kernels showed 0 ms there.
+    """
+    kernels = {}
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() not in (DeviceType.CUDA, DeviceType.PrivateUse1) or e.duration_ns() <= 0:
+            continue
+        count, ns = kernels.get(e.name(), (0, 0))
+        kernels[e.name()] = (count + 1, ns + e.duration_ns())
+    return dict(sorted(kernels.items(), key=lambda kv: kv[1][1], reverse=True))
 
 
 def profile_calls(fn, x, device, calls):
@@ -46,17 +59,18 @@ def profile_calls(fn, x, device, calls):
             fn(x)
         synchronize(device)
     events = prof.key_averages()
-    kernels = sorted(
-        (e for e in events if e.device_type == DeviceType.CUDA and device_time(e) > 0),
-        key=device_time,
-        reverse=True,
-    )
+    kernels = device_kernels(prof)
     ops = sorted((e for e in events if e.key.startswith("aten::")), key=lambda e: e.self_cpu_time_total, reverse=True)
+    # Every host-side row (aten ops, CUDA runtime calls such as cudaLaunchKernel
+    # and cudaStreamSynchronize, Triton launches): what a gap between devices is made of.
+    host = {e.key: (e.count / calls, e.self_cpu_time_total / 1e3 / calls) for e in events if e.self_cpu_time_total > 0}
     return {
+        "host": host,
         "wall_ms": wall_ms,
-        "kernel_ms": sum(device_time(e) for e in kernels) / 1e3 / calls,
-        "launches": sum(e.count for e in kernels) / calls,
-        "kernels": [(e.key[:90], e.count / calls, device_time(e) / 1e3 / calls) for e in kernels[:TOP]],
+        "kernel_ms": sum(t for _, t in kernels.values()) / 1e6 / calls,
+        "launches": sum(c for c, _ in kernels.values()) / calls,
+        "kernels": [(k[:90], c / calls, t / 1e6 / calls) for k, (c, t) in list(kernels.items())[:TOP]],
+        "all_kernels": {k: (c / calls, t / 1e6 / calls) for k, (c, t) in kernels.items()},
         "host_ops": [(e.key, e.count / calls, e.self_cpu_time_total / 1e3 / calls) for e in ops[:TOP]],
     }
 
@@ -71,7 +85,25 @@ def report(name, dtype, results):
         lines += [f"| `{k}` | {c:.1f} | {t:.3f} |" for k, c, t in r["kernels"]]
         lines += ["", f"### {device} {mode}: aten ops by host time (per call)", "", "| op | count | self ms |"]
         lines += ["| --- | --- | --- |"] + [f"| `{k}` | {c:.1f} | {t:.3f} |" for k, c, t in r["host_ops"]]
+    for (device, mode), r in results.items():
+        native = next((n for (d, m), n in results.items() if m == mode and d != "flagos"), None)
+        if device == "flagos" and native is not None:
+            lines += host_difference(mode, r["host"], native["host"])
     return "\n".join(lines) + "\n"
+
+
+def host_difference(mode, flagos, native):
+    """The host rows (self time, per call) where flagos spends more than the native device."""
+    keys = set(flagos) | set(native)
+    diff = sorted(keys, key=lambda k: flagos.get(k, (0, 0))[1] - native.get(k, (0, 0))[1], reverse=True)
+    total = sum(t for _, t in flagos.values()) - sum(t for _, t in native.values())
+    lines = ["", f"### flagos {mode} against native: host self time by row (total {total:+.3f} ms per call)", ""]
+    lines += ["| row | flagos count | native count | flagos ms | native ms | difference ms |"]
+    lines += ["| --- | --- | --- | --- | --- | --- |"]
+    for k in diff[:TOP]:
+        (fc, ft), (nc, nt) = flagos.get(k, (0, 0)), native.get(k, (0, 0))
+        lines.append(f"| `{k[:80]}` | {fc:.1f} | {nc:.1f} | {ft:.3f} | {nt:.3f} | {ft - nt:+.3f} |")
+    return lines
 
 
 def main():
@@ -85,7 +117,7 @@ def main():
     parser.add_argument("--out", type=Path, default=Path("reports/profile.md"))
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    text = ""
+    text, rows = "", {}
     for name in args.workloads.split(","):
         for dtype_name in args.dtypes.split(","):
             dtype = getattr(torch, dtype_name)
@@ -109,6 +141,11 @@ def main():
                 workload.model.to("cpu")
             text += report(name, dtype_name, results)
             args.out.write_text(text)  # after every workload: a killed run keeps what it measured
+            rows[f"{name} {dtype_name}"] = {
+                f"{device} {mode}": {"host": r["host"], "kernels": r["all_kernels"]}
+                for (device, mode), r in results.items()
+            }
+            args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     print(text)
 
 

@@ -22,4 +22,6 @@ def register():
     # Choose the accelerator now, so a bad FLAGOS_ACCELERATOR fails the import
     # with the list of choices instead of surfacing at the first tensor.
     _C._accelerator_name()
+    # Structured ops straight to the compute device's kernels (csrc/aten/ops.cpp).
+    _C._route_to_compute_kernels()
     return flagos

@@ -18,7 +18,10 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "../runtime/generator.h"
@@ -558,6 +561,53 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
+}
+
+// Structured ops (add, mul, mm, cat, softmax, ...) give a backend outside
+// CPU/CUDA a CompositeExplicitAutogradNonFunctional kernel for their
+// functional and in-place forms: allocate the output through the device's
+// allocator, then call the out= form. On flagos that is the meta function
+// twice (there and in the compute device's out= kernel), an extra dispatch
+// and an extra allocation call per op: the per-op host cost that makes
+// host-bound eager models slower than on the compute device itself. Where the
+// compute device has a kernel of its own for the op, the fallback runs that
+// kernel directly; its output memory (from the compute device's caching
+// allocator) is adopted. Not on the CPU: the flagos caching allocator beats
+// the CPU allocator on large outputs, so there the composite kernel stays.
+// Excluded: ops whose compute kernel lays its output out otherwise than the
+// meta function predicts (upstream CUDA bugs the conformance suite reports
+// on native cuda, conformance/expectations/cuda.toml); through the composite
+// kernel they get the predicted layout.
+namespace {
+bool keeps_composite(const std::string& name) {
+  static const std::set<std::string> names = {"aten::upsample_bilinear2d", "aten::upsample_trilinear3d",
+                                              "aten::upsample_bilinear2d_backward",
+                                              "aten::upsample_trilinear3d_backward"};
+  return names.count(name) > 0;
+}
+}  // namespace
+
+int64_t route_to_compute_kernels() {
+  if (compute_device_type() == c10::kCPU) return 0;
+  static std::once_flag routed;
+  static int64_t count = 0;
+  std::call_once(routed, [] {
+    const c10::DispatchKey compute_key = c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(0));
+    // Leaked on purpose: the registrations must outlive every op call.
+    auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0 || keeps_composite(name.name)) continue;
+      std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          !op->hasKernelForDispatchKey(compute_key))
+        continue;
+      std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+      lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
+      ++count;
+    }
+  });
+  return count;
 }
 
 }  // namespace flagos

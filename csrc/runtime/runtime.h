@@ -89,4 +89,10 @@ bool device_of(const void* ptr, c10::DeviceIndex* index);
 // reused until that work is done.
 void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 
+// ---- eager ops (aten/ops.cpp) ----
+// Sends the functional and in-place forms of structured ops straight to the
+// compute device's kernels (through the eager fallback) where it has them;
+// once per process, at import. Returns how many ops; 0 on a CPU compute device.
+int64_t route_to_compute_kernels();
+
 }  // namespace flagos

@@ -17,6 +17,7 @@
 #include "flagos/accelerator.h"
 #include "flagos/byte_size.h"
 
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
@@ -171,15 +172,27 @@ flagos_status cuda_mem_get_info(int32_t device, uint64_t* free_bytes, uint64_t* 
   return status;
 }
 
+// cudaMalloc, and once more after torch's CUDA caching allocator returned
+// its cached blocks: the eager fallback's outputs (adopted as flagos memory)
+// and native cuda tensors come from that pool, whose free blocks the GPU
+// cannot give flagos until they are released.
+cudaError_t device_malloc(void** ptr, size_t size) {
+  cudaError_t err = cudaMalloc(ptr, size);
+  if (err != cudaErrorMemoryAllocation) return err;
+  cudaGetLastError();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return cudaMalloc(ptr, size);
+}
+
 flagos_status cuda_malloc(int32_t device, void** ptr, size_t size) {
   if (ptr == nullptr) return FLAGOS_ERROR_INVALID_VALUE;
   *ptr = nullptr;
   if (size == 0) return FLAGOS_SUCCESS;
   Budget& b = budget();
-  if (!b.limit) return on_device(device, [&] { return cudaMalloc(ptr, size); });
+  if (!b.limit) return on_device(device, [&] { return device_malloc(ptr, size); });
   std::lock_guard<std::mutex> lock(b.mu);
   if (b.used[device] + size > b.limit) return FLAGOS_ERROR_OUT_OF_MEMORY;
-  flagos_status status = on_device(device, [&] { return cudaMalloc(ptr, size); });
+  flagos_status status = on_device(device, [&] { return device_malloc(ptr, size); });
   if (status == FLAGOS_SUCCESS) {
     b.sizes[*ptr] = size;
     b.used[device] += size;
