@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-import torch_fl  # noqa: F401
+import torch_fl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_compile import synchronize  # noqa: E402
@@ -49,6 +49,8 @@ def _out_like(a, b):
 def inductor_alloc(device):
     """The allocation call inductor's wrapper emits for the device (a C fast path for cpu/cuda)."""
     fast = getattr(torch._C._dynamo.guards, f"_empty_strided_{device}", None)
+    if device == "flagos":
+        fast = torch_fl._C._empty_strided  # torch_fl/compile rewrites the wrapper's allocations to it
     if fast is not None:
         return lambda: fast((64, 64), (64, 1), torch.float32)
     return lambda: torch.empty_strided((64, 64), (64, 1), device=device, dtype=torch.float32)

@@ -1,5 +1,7 @@
 // torch_fl._C: the Python face of the runtime. Thin: each function forwards to
 // csrc/runtime; the torch.flagos API is built on these in torch_fl/.
+#include <ATen/EmptyTensor.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -101,6 +103,19 @@ PYBIND11_MODULE(_C, m) {
   // What compiled code passes to kernel launches: the current stream's handle.
   m.def("_current_raw_stream", [](int i) {
     return reinterpret_cast<uintptr_t>(flagos::current_native_stream(static_cast<c10::DeviceIndex>(i)));
+  });
+
+  // What compiled code allocates its buffers with (torch_fl/compile: inductor's
+  // generic empty_strided costs Python argument parsing and a dispatch per
+  // buffer); on the current device, as the generated code runs under its guard.
+  m.def("_empty_strided", [](const std::vector<int64_t>& size, const std::vector<int64_t>& stride,
+                             const py::object& dtype) {
+    TORCH_CHECK(THPDtype_Check(dtype.ptr()), "flagos: _empty_strided expects a torch.dtype");
+    TORCH_CHECK(size.size() == stride.size(), "flagos: _empty_strided got ", size.size(), " sizes and ",
+                stride.size(), " strides");
+    return at::Tensor(at::detail::empty_strided_generic(size, stride, flagos::allocator(),
+                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                             reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type));
   });
 
   m.def("_default_generator", [](int i) {

@@ -107,3 +107,28 @@ def test_compiled_code_reads_the_current_stream(compiled_on_workers, flagos_devi
         out = torch.compile(f)(x)
     assert get_raw_stream(0) == torch.flagos.default_stream().flagos_stream != s.flagos_stream
     torch.testing.assert_close(out.cpu(), f(x.cpu()))
+
+
+def test_compiled_code_allocates_without_generic_empty_strided(compiled_on_workers, flagos_device, kernel_sources):
+    # inductor's generic allocation (Python argument parsing and a dispatch per
+    # buffer) is rewritten to torch_fl's direct one, as cuda gets its own.
+    model = _mlp().to(flagos_device)
+    x = torch.randn(8, 32, device=flagos_device)
+    with torch.no_grad():
+        out = torch.compile(model)(x)
+        torch.testing.assert_close(out, model(x))
+    wrapper = next(src for src in kernel_sources() if CALL.search(src))
+    body = CALL.split(wrapper)[-1].split("def get_args")[0]
+    assert "empty_strided_flagos((8, 64), (64, 1), torch.float32)" in body
+    assert "empty_strided(" not in body
+
+
+def test_direct_allocation_is_an_ordinary_flagos_tensor(flagos_device):
+    t = torch_fl._C._empty_strided((4, 3), (1, 4), torch.bfloat16)
+    assert (t.device, t.dtype, t.shape, t.stride()) == (torch.device(flagos_device), torch.bfloat16, (4, 3), (1, 4))
+    t.fill_(2)
+    assert t.cpu().eq(2).all()
+    with pytest.raises(RuntimeError, match="2 sizes and 1 strides"):
+        torch_fl._C._empty_strided((4, 3), (1,), torch.float32)
+    with pytest.raises(RuntimeError, match="expects a torch.dtype"):
+        torch_fl._C._empty_strided((4,), (1,), "float32")

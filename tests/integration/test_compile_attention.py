@@ -33,7 +33,9 @@ def _traced_attention_ops(device, dtype, requires_grad=False):
     backend = AotEagerAndRecordGraphs()
     torch._dynamo.reset()
     inputs = _qkv(dtype, device, requires_grad, shapes=MHA)
-    torch.compile(CausalAttention(), backend=backend, fullgraph=True)(*inputs)
+    out = torch.compile(CausalAttention(), backend=backend, fullgraph=True)(*inputs)
+    if requires_grad:
+        out.sum().backward()  # AOT autograd compiles the backward graph at the first backward
     graphs = backend.fw_graphs + backend.bw_graphs
     return [str(n.target) for g in graphs for n in g.graph.nodes if "attention" in str(n.target)]
 

@@ -33,7 +33,6 @@ def register() -> None:
     _registered = True
     from torch._dynamo.device_interface import register_interface_for_device
     from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
-    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
 
     from . import _inductor_adapter as adapter
     from .device_interface import FlagosInterface
@@ -45,7 +44,10 @@ def register() -> None:
         register_interface_for_device(f"{DEVICE_TYPE}:{index}", FlagosInterface)
     adapter.initialize_builtin_device_op_overrides()
     register_device_op_overrides(DEVICE_TYPE, FlagosDeviceOpOverrides())
-    register_backend_for_device(DEVICE_TYPE, FlagosScheduling, PythonWrapperCodegen)
+    wrapper = adapter.wrapper_with_fast_allocation(
+        DEVICE_TYPE, f"from torch_fl._C import _empty_strided as empty_strided_{DEVICE_TYPE}"
+    )
+    register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper)
     adapter.add_gpu_type(DEVICE_TYPE)
     adapter.make_has_triton_see_device(device_has_triton)
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)

@@ -157,3 +157,43 @@ def initialize_builtin_device_op_overrides() -> None:
     from torch._inductor.codegen.common import get_device_op_overrides
 
     get_device_op_overrides("cpu")
+
+
+def wrapper_with_fast_allocation(device_type: str, allocate_import: str):
+    """PythonWrapperCodegen whose buffers of ``device_type`` come from a direct allocation call.
+
+    torch/_inductor/codegen/wrapper.py: ``make_allocation`` emits a C fast path
+    (``empty_strided_cuda`` and the like, from ``torch._C._dynamo.guards``)
+    only for cpu, cuda, xpu and mtia; any other device gets
+    ``empty_strided(..., device=..., dtype=...)``: Python argument parsing and
+    a full dispatch for every buffer of every call, about 2 us each, which
+    host-bound compiled graphs (hundreds of buffers) pay per call. The
+    generic line is rewritten to ``empty_strided_<device>(size, stride,
+    dtype)``, imported into the wrapper's header by ``allocate_import``. A
+    line of another shape (another torch) is left as it is. ``create`` is a
+    staticmethod that names the base class, so it is overridden too;
+    subgraphs keep inductor's own class.
+    """
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    generic = f", device='{device_type}', dtype="
+    fast = f"= empty_strided_{device_type}("
+
+    class FastAllocationWrapperCodegen(PythonWrapperCodegen):
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures)
+            return FastAllocationWrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.header.writeline(allocate_import)
+
+        def make_allocation(self, *args, **kwargs) -> str:
+            line = super().make_allocation(*args, **kwargs)
+            if "= empty_strided(" in line and generic in line:
+                return line.replace("= empty_strided(", fast, 1).replace(generic, ", ", 1)
+            return line
+
+    return FastAllocationWrapperCodegen
