@@ -12,6 +12,7 @@ the cuda accelerator's kernels are CUDA kernels); on cpu only host rows show.
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -92,8 +93,19 @@ def report(name, dtype, results):
     return "\n".join(lines) + "\n"
 
 
+def by_role(rows):
+    """Rows keyed without the graph's cache key, which differs between devices for the same role."""
+    merged = {}
+    for key, (count, ms) in rows.items():
+        key = re.sub(r"CompiledFxGraph \w+", "CompiledFxGraph", key)
+        c, t = merged.get(key, (0, 0))
+        merged[key] = (c + count, t + ms)
+    return merged
+
+
 def host_difference(mode, flagos, native):
     """The host rows (self time, per call) where flagos spends more than the native device."""
+    flagos, native = by_role(flagos), by_role(native)
     keys = set(flagos) | set(native)
     diff = sorted(keys, key=lambda k: flagos.get(k, (0, 0))[1] - native.get(k, (0, 0))[1], reverse=True)
     total = sum(t for _, t in flagos.values()) - sum(t for _, t in native.values())
