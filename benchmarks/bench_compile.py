@@ -6,7 +6,8 @@
 
 One command measures, for each workload (bench_models.py) and dtype, on each
 device: eager and compiled time per call (that device's timing events after
-warm-up, median of runs adaptive to --budget), the first compiled call, and
+warm-up, median of runs adaptive to --budget, sampled round-robin across
+devices and modes so clock drift hits all alike), the first compiled call, and
 compiled-vs-eager numerics on the same weights and inputs. Models are built on
 CPU once with a fixed seed and copied to each device. Also measured: device-to-
 device copy bandwidth (the elementwise chain is rated against it) and, for
@@ -292,39 +293,73 @@ def compare_outputs(compiled_out, eager_out, dtype_name):
     }
 
 
-def measure_on_device(session, workload, dtype_name, device):
-    """(record, eager output on CPU) of one workload on one device: timings, first call, numerics."""
+def set_up_on_device(session, workload, dtype_name, device):
+    """(record, eager output on CPU, {kind: fn}) of one workload on one device: first call and numerics.
+
+    The timed functions come back untimed: bench_workload samples every device's in turn.
+    """
     errors = {}
     record = {"errors": errors}
     dtype = getattr(torch, dtype_name)
     model = copy.deepcopy(workload.model).to(device=device, dtype=dtype)
     x = input_on(workload.example_input, device, dtype)
     compiled = torch.compile(model, backend=session.args.backend)
-    settings = session.settings
+    timed = {}
     with torch.no_grad():
         eager_out = attempt(errors, "eager", lambda: model(x))
         if eager_out is not None:
-            record["eager"] = attempt(errors, "eager timing", lambda: measure_ms(lambda: model(x), device, settings))
+            timed["eager"] = lambda: model(x)
         first = attempt(errors, "compile", lambda: first_compiled_call(compiled, x, device))
         if first is not None:
             compiled_out, record["first_call_s"], metrics = first
             record.update(metrics)
-            timing = attempt(errors, "compiled timing", lambda: measure_ms(lambda: compiled(x), device, settings))
-            record["compiled"] = timing
+            timed["compiled"] = lambda: compiled(x)
         if eager_out is not None and first is not None:
             numerics = attempt(errors, "numerics", lambda: compare_outputs(compiled_out, eager_out, dtype_name))
             record["numerics"] = numerics
     eager_on_cpu = None if eager_out is None else attempt(errors, "eager output", lambda: eager_out.float().cpu())
-    return record, eager_on_cpu
+    return record, eager_on_cpu, timed
 
 
-def bench_on_device(session, workload, dtype_name, device):
-    call_device_function(device, "reset_peak_memory_stats")
-    record, eager_on_cpu = measure_on_device(session, workload, dtype_name, device)
-    record["peak_memory_gib"] = peak_memory_gib(device)
-    # measure_on_device has returned, so its model copy and outputs are garbage now.
-    release_memory(device)
-    return {key: value for key, value in record.items() if value is not None}, eager_on_cpu
+# Rounds of interleaved sampling: every (device, kind) is sampled in each round, so a drift of
+# the host's or the GPU's clocks during the run lands on all of them alike. Host-bound workloads
+# (Qwen3 at 1 x 512 in bf16, the small MLP) showed ratios that contradicted each other when each
+# device was timed in one block after the other (docs/results/h200.md, third session).
+ROUNDS = 5
+
+
+def measure_interleaved(timed, errors, settings):
+    """{(device, kind): timing} of every timed function, sampled round-robin after a warm-up."""
+    iters = {}
+    for (device, kind), fn in timed.items():
+        probe = attempt(errors[device], f"{kind} timing", lambda: warm_up_and_probe(fn, device, settings))
+        if probe is not None:
+            iters[(device, kind)] = max(1, -(-iterations_for(probe, settings) // ROUNDS))
+    samples = {key: [] for key in iters}
+    for _ in range(ROUNDS):
+        for key in list(samples):
+            device, kind = key
+            got = attempt(errors[device], f"{kind} timing", lambda: sample_times_ms(timed[key], device, iters[key]))
+            if got is None:
+                del samples[key]
+            else:
+                samples[key] += got
+    return {
+        key: {
+            "median_ms": statistics.median(values),
+            "min_ms": min(values),
+            "max_ms": max(values),
+            "iters": len(values),
+            "rounds": ROUNDS,
+        }
+        for key, values in samples.items()
+    }
+
+
+def warm_up_and_probe(fn, device, settings):
+    for _ in range(settings.warmup):
+        fn()
+    return statistics.median(sample_times_ms(fn, device, 3))
 
 
 def median_ms(record, kind):
@@ -374,19 +409,36 @@ def bench_workload(session, workload, dtype_name):
         "implementation": workload.implementation,
         "devices": {},
     }
-    devices, eager_outputs = session.args.devices, {}
+    devices, eager_outputs, timed = session.args.devices, {}, {}
     for device in devices:
         if session.deadline.passed():
             result["devices"][device] = {"skipped": session.deadline.reason()}
             continue
         log(f"{workload.name} {dtype_name} on {device}")
         errors = {}
-        measured = attempt(errors, "setup", lambda: bench_on_device(session, workload, dtype_name, device))
-        if measured is None:  # moving the model to the device failed, say
-            release_memory(device)
-        record, eager_outputs[device] = measured or ({"errors": errors}, None)
+        call_device_function(device, "reset_peak_memory_stats")
+        set_up = attempt(errors, "setup", lambda: set_up_on_device(session, workload, dtype_name, device))
+        record, eager_outputs[device], functions = set_up or ({"errors": errors}, None, {})
         result["devices"][device] = record
-        log(f"  eager {fmt(median_ms(record, 'eager'))} ms, compiled {fmt(median_ms(record, 'compiled'))} ms")
+        timed.update({(device, kind): fn for kind, fn in functions.items()})
+    errors = {device: record.setdefault("errors", {}) for device, record in result["devices"].items()}
+    with torch.no_grad():
+        timings = measure_interleaved(timed, errors, session.settings)
+    for device, record in result["devices"].items():
+        if "skipped" in record:
+            continue
+        for kind in ("eager", "compiled"):
+            if (device, kind) in timings:
+                record[kind] = timings[(device, kind)]
+        record["peak_memory_gib"] = peak_memory_gib(device)
+        log(f"  {device}: eager {fmt(median_ms(record, 'eager'))} ms, compiled {fmt(median_ms(record, 'compiled'))} ms")
+    del timed, timings
+    for device in devices:  # the models, compiled graphs and outputs are garbage now
+        release_memory(device)
+    result["devices"] = {
+        device: {key: value for key, value in record.items() if value is not None}
+        for device, record in result["devices"].items()
+    }
     result["ratios"] = workload_ratios(result["devices"], devices)
     if len(devices) > 1 and all(eager_outputs.get(device) is not None for device in devices[:2]):
         # Same weights and inputs on both devices: their eager outputs should agree too.
