@@ -202,18 +202,26 @@ def iterations_for(probe_ms, settings):
     return max(settings.min_iters, min(settings.max_iters, wanted))
 
 
-def measure_ms(fn, device, settings):
-    """Median (and spread) of fn()'s time after warm-up, with as many runs as the budget allows."""
+def warm_up_and_probe(fn, device, settings):
+    """fn()'s median milliseconds over 3 calls, after the warm-up calls."""
     for _ in range(settings.warmup):
         fn()
-    iters = iterations_for(statistics.median(sample_times_ms(fn, device, 3)), settings)
-    samples = sample_times_ms(fn, device, iters)
+    return statistics.median(sample_times_ms(fn, device, 3))
+
+
+def summarize(samples):
     return {
         "median_ms": statistics.median(samples),
         "min_ms": min(samples),
         "max_ms": max(samples),
-        "iters": iters,
+        "iters": len(samples),
     }
+
+
+def measure_ms(fn, device, settings):
+    """Median (and spread) of fn()'s time after warm-up, with as many runs as the budget allows."""
+    iters = iterations_for(warm_up_and_probe(fn, device, settings), settings)
+    return summarize(sample_times_ms(fn, device, iters))
 
 
 def peak_memory_gib(device):
@@ -344,22 +352,7 @@ def measure_interleaved(timed, errors, settings):
                 del samples[key]
             else:
                 samples[key] += got
-    return {
-        key: {
-            "median_ms": statistics.median(values),
-            "min_ms": min(values),
-            "max_ms": max(values),
-            "iters": len(values),
-            "rounds": ROUNDS,
-        }
-        for key, values in samples.items()
-    }
-
-
-def warm_up_and_probe(fn, device, settings):
-    for _ in range(settings.warmup):
-        fn()
-    return statistics.median(sample_times_ms(fn, device, 3))
+    return {key: {**summarize(values), "rounds": ROUNDS} for key, values in samples.items()}
 
 
 def median_ms(record, kind):
@@ -421,7 +414,7 @@ def bench_workload(session, workload, dtype_name):
         record, eager_outputs[device], functions = set_up or ({"errors": errors}, None, {})
         result["devices"][device] = record
         timed.update({(device, kind): fn for kind, fn in functions.items()})
-    errors = {device: record.setdefault("errors", {}) for device, record in result["devices"].items()}
+    errors = {device: result["devices"][device]["errors"] for device, _ in timed}
     with torch.no_grad():
         timings = measure_interleaved(timed, errors, session.settings)
     for device, record in result["devices"].items():

@@ -72,6 +72,10 @@ def median_time(fn, device: str, repeat: int, inner: int) -> float:
     return statistics.median(samples)
 
 
+def print_row(name, label, t_ref, t_fl):
+    print(f"{name:<15}{label:<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=15)
@@ -91,22 +95,22 @@ def main():
             a_fl, b_fl = a_ref.to("flagos"), b_ref.to("flagos")
             t_ref = median_time(lambda: op(a_ref, b_ref), ref, args.repeat, inner)
             t_fl = median_time(lambda: op(a_fl, b_fl), "flagos", args.repeat, inner)
-            print(f"{name:<15}{size_name:<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+            print_row(name, size_name, t_ref, t_fl)
     for nbytes in (4 << 10, 64 << 20):
         t_ref = median_time(lambda: torch.empty(nbytes, dtype=torch.uint8, device=ref), ref, args.repeat, 2000)
         t_fl = median_time(lambda: torch.empty(nbytes, dtype=torch.uint8, device="flagos"), "flagos", args.repeat, 2000)
         label = f"{nbytes >> 10} KiB" if nbytes < 1 << 20 else f"{nbytes >> 20} MiB"
-        print(f"{'alloc+free':<15}{label:<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+        print_row("alloc+free", label, t_ref, t_fl)
     t_ref = median_time(inductor_alloc(ref), ref, args.repeat, 2000)
     t_fl = median_time(inductor_alloc("flagos"), "flagos", args.repeat, 2000)
-    print(f"{'inductor alloc':<15}{'16 KiB':<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+    print_row("inductor alloc", "16 KiB", t_ref, t_fl)
     # One compiled call of one small Triton kernel: guards, allocation, launch.
     x_ref = torch.randn(1024).to(ref)
     x_fl = x_ref.to("flagos")
     compiled = torch.compile(lambda x: torch.sin(x) * 2)
     t_ref = median_time(lambda: compiled(x_ref), ref, args.repeat, 500)
     t_fl = median_time(lambda: compiled(x_fl), "flagos", args.repeat, 500)
-    print(f"{'compiled sin':<15}{'1k':<13}{t_ref * 1e6:>10.1f}us{t_fl * 1e6:>10.1f}us{t_fl / t_ref:>13.2f}x")
+    print_row("compiled sin", "1k", t_ref, t_fl)
 
 
 if __name__ == "__main__":

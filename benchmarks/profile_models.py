@@ -59,33 +59,37 @@ def profile_calls(fn, x, device, calls):
         for _ in range(calls):
             fn(x)
         synchronize(device)
-    events = prof.key_averages()
-    kernels = device_kernels(prof)
-    ops = sorted((e for e in events if e.key.startswith("aten::")), key=lambda e: e.self_cpu_time_total, reverse=True)
     # Every host-side row (aten ops, CUDA runtime calls such as cudaLaunchKernel
     # and cudaStreamSynchronize, Triton launches): what a gap between devices is made of.
-    host = {e.key: (e.count / calls, e.self_cpu_time_total / 1e3 / calls) for e in events if e.self_cpu_time_total > 0}
-    return {
-        "host": host,
-        "wall_ms": wall_ms,
-        "kernel_ms": sum(t for _, t in kernels.values()) / 1e6 / calls,
-        "launches": sum(c for c, _ in kernels.values()) / calls,
-        "kernels": [(k[:90], c / calls, t / 1e6 / calls) for k, (c, t) in list(kernels.items())[:TOP]],
-        "all_kernels": {k: (c / calls, t / 1e6 / calls) for k, (c, t) in kernels.items()},
-        "host_ops": [(e.key, e.count / calls, e.self_cpu_time_total / 1e3 / calls) for e in ops[:TOP]],
+    host = {
+        e.key: (e.count / calls, e.self_cpu_time_total / 1e3 / calls)
+        for e in prof.key_averages()
+        if e.self_cpu_time_total > 0
     }
+    kernels = {k: (c / calls, ns / 1e6 / calls) for k, (c, ns) in device_kernels(prof).items()}
+    return {"wall_ms": wall_ms, "host": host, "kernels": kernels}
+
+
+def kernel_totals(r):
+    """(kernel ms, launches) per call."""
+    return sum(t for _, t in r["kernels"].values()), sum(c for c, _ in r["kernels"].values())
 
 
 def report(name, dtype, results):
     lines = [f"## {name}, {dtype}", ""]
     lines += ["| device | mode | wall ms/call | kernel ms/call | launches/call |", "| --- | --- | --- | --- | --- |"]
     for (device, mode), r in results.items():
-        lines.append(f"| {device} | {mode} | {r['wall_ms']:.3f} | {r['kernel_ms']:.3f} | {r['launches']:.0f} |")
+        kernel_ms, launches = kernel_totals(r)
+        lines.append(f"| {device} | {mode} | {r['wall_ms']:.3f} | {kernel_ms:.3f} | {launches:.0f} |")
     for (device, mode), r in results.items():
+        top_kernels = list(r["kernels"].items())[:TOP]  # largest first
+        ops = sorted((k for k in r["host"] if k.startswith("aten::")), key=lambda k: r["host"][k][1], reverse=True)
         lines += ["", f"### {device} {mode}: kernels (per call)", "", "| kernel | count | ms |", "| --- | --- | --- |"]
-        lines += [f"| `{k}` | {c:.1f} | {t:.3f} |" for k, c, t in r["kernels"]]
+        lines += [f"| `{k[:90]}` | {c:.1f} | {t:.3f} |" for k, (c, t) in top_kernels]
         lines += ["", f"### {device} {mode}: aten ops by host time (per call)", "", "| op | count | self ms |"]
-        lines += ["| --- | --- | --- |"] + [f"| `{k}` | {c:.1f} | {t:.3f} |" for k, c, t in r["host_ops"]]
+        lines += ["| --- | --- | --- |"] + [
+            f"| `{k}` | {r['host'][k][0]:.1f} | {r['host'][k][1]:.3f} |" for k in ops[:TOP]
+        ]
     for (device, mode), r in results.items():
         native = next((n for (d, m), n in results.items() if m == mode and d != "flagos"), None)
         if device == "flagos" and native is not None:
@@ -143,10 +147,10 @@ def main():
                     fn = torch.compile(model) if mode == "compiled" else model
                     with torch.no_grad():
                         results[(device, mode)] = profile_calls(fn, x, device, args.calls)
-                    r = results[(device, mode)]
+                    kernel_ms, launches = kernel_totals(results[(device, mode)])
                     print(
-                        f"{name} {dtype_name} {device} {mode}: wall {r['wall_ms']:.3f} ms, kernels "
-                        f"{r['kernel_ms']:.3f} ms, {r['launches']:.0f} launches",
+                        f"{name} {dtype_name} {device} {mode}: wall {results[(device, mode)]['wall_ms']:.3f} ms, "
+                        f"kernels {kernel_ms:.3f} ms, {launches:.0f} launches",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -154,7 +158,7 @@ def main():
             text += report(name, dtype_name, results)
             args.out.write_text(text)  # after every workload: a killed run keeps what it measured
             rows[f"{name} {dtype_name}"] = {
-                f"{device} {mode}": {"host": r["host"], "kernels": r["all_kernels"]}
+                f"{device} {mode}": {"host": r["host"], "kernels": r["kernels"]}
                 for (device, mode), r in results.items()
             }
             args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))

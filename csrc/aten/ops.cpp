@@ -35,9 +35,15 @@ c10::Device compute_device(c10::DeviceIndex index) {
   return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
 }
 
+// The compute device's backend key (CPU, CUDA); it does not depend on the index.
+c10::DispatchKey compute_key() {
+  static const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(0));
+  return key;
+}
+
 c10::DispatchKeySet compute_keys(c10::DeviceIndex index) {
-  static const c10::DispatchKeySet keys(c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(0)));
-  return keys;  // the backend key does not depend on the index
+  static const c10::DispatchKeySet keys(compute_key());
+  return keys;
 }
 
 c10::DeviceIndex index_or_current(std::optional<c10::Device> device) {
@@ -592,7 +598,6 @@ int64_t route_to_compute_kernels() {
   static std::once_flag routed;
   static int64_t count = 0;
   std::call_once(routed, [] {
-    const c10::DispatchKey compute_key = c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(0));
     // Leaked on purpose: the registrations must outlive every op call.
     auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
@@ -600,7 +605,7 @@ int64_t route_to_compute_kernels() {
       std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
       if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
           !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          !op->hasKernelForDispatchKey(compute_key))
+          !op->hasKernelForDispatchKey(compute_key()))
         continue;
       std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
       lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
