@@ -201,9 +201,13 @@ at::Tensor adopt_result(const at::Tensor& r, c10::DeviceIndex index) {
   return tensor_over(adopted_storage(r.storage(), index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
 }
 
+// The layout the fake convolution predicts (torch_fl.compile._inductor_adapter,
+// conv_layout_of_compute_device): cuDNN's suggestion on the cuda accelerator,
+// so a channels-last convolution stays channels-last without a copy.
 at::MemoryFormat predicted_conv_format(const at::Tensor& input, const at::Tensor& weight) {
-  at::MemoryFormat format =
-      at::native::_determine_backend_memory_format(input, weight, at::native::ConvBackend::Overrideable);
+  const auto backend = compute_device_type() == c10::kCUDA ? at::native::ConvBackend::Cudnn
+                                                           : at::native::ConvBackend::Overrideable;
+  at::MemoryFormat format = at::native::_determine_backend_memory_format(input, weight, backend);
   bool fits = (format == at::MemoryFormat::ChannelsLast && input.dim() == 4) ||
               (format == at::MemoryFormat::ChannelsLast3d && input.dim() == 5);
   return fits ? format : at::MemoryFormat::Contiguous;
@@ -277,6 +281,11 @@ class Aliases {
   at::Tensor alias(const at::Tensor& t) {
     TORCH_CHECK(t.layout() == c10::kStrided, "flagos: ", name(), " got a ", t.layout(),
                 " flagos tensor; only strided tensors are supported");
+    // One tensor passed twice stays one tensor: kernels test identity
+    // (CUDA's multi-head attention takes its fused path only when query, key
+    // and value are the same tensor).
+    for (auto& [a, original] : tensors_)
+      if (original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a;
     c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
     c10::Storage* view = nullptr;
     for (auto& [flagos_storage, compute_storage] : storages_)
@@ -569,17 +578,22 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
 }
 
-// Structured ops (add, mul, mm, cat, softmax, ...) give a backend outside
-// CPU/CUDA a CompositeExplicitAutogradNonFunctional kernel for their
-// functional and in-place forms: allocate the output through the device's
-// allocator, then call the out= form. On flagos that is the meta function
-// twice (there and in the compute device's out= kernel), an extra dispatch
-// and an extra allocation call per op: the per-op host cost that makes
-// host-bound eager models slower than on the compute device itself. Where the
-// compute device has a kernel of its own for the op, the fallback runs that
-// kernel directly; its output memory (from the compute device's caching
-// allocator) is adopted. Not on the CPU: the flagos caching allocator beats
-// the CPU allocator on large outputs, so there the composite kernel stays.
+// Two kinds of aten ops get a kernel for a backend outside CPU/CUDA that
+// decomposes them, where the compute device has a kernel of its own; on
+// flagos the fallback runs the compute device's kernel instead (its output
+// memory, from the compute device's allocator, is adopted):
+// - CompositeExplicitAutograd decompositions (native_layer_norm as batch norm
+//   and addcmul, ...): more kernels than the compute device runs, and other
+//   rounding, so eager flagos would not compute what the compute device does.
+//   Routed on every accelerator.
+// - Structured ops (add, mul, mm, cat, softmax, ...): their
+//   CompositeExplicitAutogradNonFunctional kernel allocates the output
+//   through the device's allocator, then calls the out= form, so the meta
+//   function runs twice (there and in the compute device's out= kernel), with
+//   an extra dispatch and allocation call per op: the per-op host cost that
+//   makes host-bound eager models slower than on the compute device itself.
+//   Not on the CPU: the flagos caching allocator beats the CPU allocator on
+//   large outputs, so there the composite kernel stays.
 // Excluded: ops whose compute kernel lays its output out otherwise than the
 // meta function predicts (upstream CUDA bugs the conformance suite reports
 // on native cuda, conformance/expectations/cuda.toml); through the composite
@@ -591,10 +605,17 @@ bool keeps_composite(const std::string& name) {
                                               "aten::upsample_trilinear3d_backward"};
   return names.count(name) > 0;
 }
+
+bool routes_to_compute_kernel(const c10::OperatorHandle& op) {
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) || !op.hasKernelForDispatchKey(compute_key()))
+    return false;
+  if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) return true;
+  return compute_device_type() != c10::kCPU &&
+         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+}
 }  // namespace
 
 int64_t route_to_compute_kernels() {
-  if (compute_device_type() == c10::kCPU) return 0;
   static std::once_flag routed;
   static int64_t count = 0;
   std::call_once(routed, [] {
@@ -603,10 +624,7 @@ int64_t route_to_compute_kernels() {
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0 || keeps_composite(name.name)) continue;
       std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
-      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          !op->hasKernelForDispatchKey(compute_key()))
-        continue;
+      if (!op || !routes_to_compute_kernel(*op)) continue;
       std::string full = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
       lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
       ++count;

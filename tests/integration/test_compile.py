@@ -7,6 +7,7 @@ import torch
 from torch._dynamo.utils import counters
 
 import torch_fl.compile
+from tests.requirements import accelerator
 
 
 # The wrapper's entry point: `def call(args)` (2.11) or a method `def call(self, args)` (2.13).
@@ -106,6 +107,8 @@ def test_compiled_code_reads_the_current_stream(compiled_on_workers, flagos_devi
         assert get_raw_stream(0) == s.flagos_stream
         out = torch.compile(f)(x)
     assert get_raw_stream(0) == torch.flagos.default_stream().flagos_stream != s.flagos_stream
+    # The kernel ran on s: reading its output on the default stream needs a wait, as on cuda.
+    torch.flagos.current_stream().wait_stream(s)
     torch.testing.assert_close(out.cpu(), f(x.cpu()))
 
 
@@ -121,6 +124,33 @@ def test_compiled_code_allocates_without_generic_empty_strided(compiled_on_worke
     body = CALL.split(wrapper)[-1].split("def get_args")[0]
     assert "empty_strided_flagos((8, 64), (64, 1), torch.float32)" in body
     assert "empty_strided(" not in body
+
+
+def _launchers_of_loaded_kernels():
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    kernels = [k for m in PyCodeCache.modules for k in vars(m).values() if isinstance(k, CachingAutotuner)]
+    return [launcher for kernel in kernels for launcher in kernel.launchers]
+
+
+def test_kernels_launch_like_the_accelerators_own(compiled_on_workers, flagos_device):
+    # On the cuda accelerator flagos kernels are cubins: inductor's static
+    # launcher (C, no per-launch Python argument handling) must take them as it
+    # takes cuda's. Host kernels are shared objects: Triton's launcher runs them.
+    def f(x):
+        return torch.sin(x) * 2 + 1
+
+    x = torch.randn(4096, device=flagos_device)
+    s = torch.flagos.Stream()
+    with torch.flagos.stream(s):
+        out = torch.compile(f)(x)
+    s.synchronize()
+    torch.testing.assert_close(out.cpu(), f(x.cpu()))
+    launchers = _launchers_of_loaded_kernels()
+    assert launchers, "no compiled Triton kernel was loaded"
+    static = [getattr(launcher, "_is_static", False) for launcher in launchers]
+    assert static == [accelerator == "cuda"] * len(launchers)
 
 
 def test_direct_allocation_is_an_ordinary_flagos_tensor(flagos_device):

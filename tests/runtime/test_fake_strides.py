@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_utils import CrossRefFakeMode
 
+from tests.requirements import cuda_accelerator
+
 CL = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 CONVS = {
@@ -57,3 +59,20 @@ def test_batch_norm_forward_and_backward_strides(training, layout):
     with CrossRefFakeMode():
         out = F.batch_norm(x, None if training else mean, None if training else var, weight, bias, training=training)
         out.backward(torch.ones_like(out))
+
+
+@cuda_accelerator
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+@pytest.mark.parametrize("name", ["conv2d", "conv3d", "grouped", "transposed2d"])
+def test_convolution_output_is_laid_out_as_on_cuda(name, channels_last, dtype):
+    # cuDNN keeps channels-last inputs channels-last; a flagos convolution that
+    # predicted (and copied to) another layout paid a copy per call.
+    fn, x_shape, w_shape, kwargs = CONVS[name]
+    x, w = torch.randn(x_shape, dtype=dtype), torch.randn(w_shape, dtype=dtype)
+    if channels_last:
+        x, w = x.to(memory_format=CL[x.dim()]), w.to(memory_format=CL[w.dim()])
+    on_cuda = fn(x.to("cuda"), w.to("cuda"), **kwargs)
+    on_flagos = fn(x.to("flagos"), w.to("flagos"), **kwargs)
+    assert on_flagos.stride() == on_cuda.stride()
+    torch.testing.assert_close(on_flagos.cpu(), on_cuda.cpu())

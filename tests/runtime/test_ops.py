@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.requirements import host_only, two_devices
+from tests.requirements import accelerator, host_only, two_devices
 
 SEEDS = [0, 1, 2]
 
@@ -185,6 +185,56 @@ def test_mixing_cpu_and_flagos_is_an_error_but_cpu_scalars_are_fine():
     with pytest.raises(RuntimeError, match=r"(?i)cpu"):
         torch.cat([a, torch.ones(3)])
     assert (a * torch.tensor(2.0)).cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.fixture(scope="module")
+def is_same():
+    """An op whose kernel (on either compute device) says whether its two arguments are one tensor."""
+    lib = torch.library.Library("flagos_identity", "DEF")
+    lib.define("is_same(Tensor a, Tensor b) -> bool")
+    for key in ("CPU", "CUDA"):
+        lib.impl("is_same", lambda a, b: a is b, key)
+    yield torch.ops.flagos_identity.is_same
+    lib._destroy()
+
+
+def test_a_tensor_passed_twice_reaches_the_kernel_as_one_tensor(is_same):
+    # Kernels test identity: CUDA's multi-head attention takes its fused path
+    # only when query, key and value are the same tensor.
+    x = torch.randn(4, device="flagos")
+    assert is_same(x, x)
+    assert not is_same(x, x.view(4))
+    assert not is_same(x, x.clone())
+
+
+COMPUTE_DEVICE = {"host": "cpu", "cuda": "cuda"}[accelerator]
+
+
+def _layer_norm():
+    module = torch.nn.LayerNorm(64)
+    with torch.no_grad():
+        module.weight.normal_()
+        module.bias.normal_()
+    return module, lambda m, x: m(x)
+
+
+def _multi_head_attention():
+    # The inference fast path (_native_multi_head_attention), self-attention.
+    return torch.nn.MultiheadAttention(64, 4, batch_first=True), lambda m, x: m(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("make", [_layer_norm, _multi_head_attention], ids=lambda f: f.__name__.strip("_"))
+def test_eager_flagos_computes_exactly_what_its_compute_device_computes(make, dtype):
+    # Not a decomposition of the op: the compute device's own kernel, bit for bit.
+    torch.manual_seed(0)
+    module, call = make()
+    module.eval().to(dtype)
+    x = torch.randn(2, 17, 64, dtype=dtype)
+    with torch.inference_mode():
+        expected = call(module.to(COMPUTE_DEVICE), x.to(COMPUTE_DEVICE)).cpu()
+        got = call(module.to("flagos"), x.to("flagos")).cpu()
+    assert torch.equal(got, expected), f"max difference {(got.float() - expected.float()).abs().max()}"
 
 
 @host_only

@@ -53,11 +53,27 @@ def register() -> None:
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)
 
 
+def _launch_as_cuda_kernels() -> None:
+    from . import _inductor_adapter as adapter
+
+    adapter.launch_statically_as(DEVICE_TYPE, "cuda")
+
+
 def install() -> None:
     """Register as soon as torch._dynamo is imported (now, if it already is).
 
     Backstops: inductor's own privateuse1 hook (``torch.flagos.Scheduling``,
     looked up when the first graph is lowered) and ``backend="flagos"`` (the
     ``torch_dynamo_backends`` entry point) both call ``register()`` too.
+    On the cuda accelerator flagos kernels are cubins: inductor's static
+    launcher takes them wherever its kernel runtime is imported (compile
+    workers too, which never import torch._dynamo's registration path first);
+    and fake convolutions predict cuDNN's layout from the start, as the eager
+    kernel does (CrossRefFakeMode compares them without torch._dynamo).
     """
     call_after_import("torch._dynamo", register)
+    if torch.flagos.accelerator_name() == "cuda":
+        from . import _inductor_adapter as adapter
+
+        adapter.conv_layout_of_compute_device(DEVICE_TYPE)
+        call_after_import("torch._inductor.runtime.triton_heuristics", _launch_as_cuda_kernels)

@@ -197,3 +197,64 @@ def wrapper_with_fast_allocation(device_type: str, allocate_import: str):
             return line
 
     return FastAllocationWrapperCodegen
+
+
+def launch_statically_as(device_type: str, native_type: str) -> None:
+    """Let inductor's static launcher run ``device_type`` kernels built as ``native_type`` binaries.
+
+    torch/_inductor/runtime/triton_heuristics.py:
+    ``StaticTritonCompileResult.can_statically_launch`` accepts only device
+    types cuda, xpu and hip, so every other device's kernels go through
+    Triton's own launcher (Python argument handling and ``cuLaunchKernelEx``:
+    a few microseconds more per launch, and a C launcher compiled per kernel
+    signature). On the cuda accelerator a flagos kernel *is* a CUDA kernel
+    (cubin from Triton's NVIDIA back end) and the launcher is handed the raw
+    flagos stream, so the check is asked as for ``native_type``.
+    ``reload_cubin_path`` (a kernel loaded from inductor's caches) looks the
+    binary's extension up by the compile's device type, hence the
+    ``GPU_KERNEL_BIN_EXTS`` entry. Must run in every process that compiles
+    kernels (compile workers included).
+    """
+    from torch._inductor import utils
+    from torch._inductor.runtime import triton_heuristics
+
+    result_cls = getattr(triton_heuristics, "StaticTritonCompileResult", None)
+    if result_cls is None or getattr(result_cls, "_flagos_launches_as", None) is not None:
+        return
+    original = result_cls.can_statically_launch
+
+    def can_statically_launch(kernel, inductor_meta, triton_meta, heuristic_type):
+        if triton_meta.get("device_type") == device_type:
+            triton_meta = {**triton_meta, "device_type": native_type}
+        return original(kernel, inductor_meta, triton_meta, heuristic_type)
+
+    result_cls.can_statically_launch = staticmethod(can_statically_launch)
+    result_cls._flagos_launches_as = native_type
+    utils.GPU_KERNEL_BIN_EXTS.setdefault(device_type, utils.GPU_KERNEL_BIN_EXTS[native_type])
+
+
+def conv_layout_of_compute_device(device_type: str) -> None:
+    """Fake convolutions of ``device_type`` predict the layout cuDNN gives, as they do for cuda.
+
+    torch/_subclasses/fake_impls.py (``conv``): a fake convolution's output
+    layout is ``torch._C._conv_determine_backend_memory_format`` of the
+    backend ``_select_conv_backend`` picks, which for any PrivateUse1 tensor
+    is ``Overrideable``, whose layout is always contiguous. On the cuda
+    accelerator flagos convolutions run cuDNN, which keeps channels-last
+    inputs channels-last: the predicted contiguous layout cost a copy after
+    every such convolution (and inductor makes a graph's convolutions
+    channels-last). The flagos kernel predicts with cuDNN's rule too
+    (csrc/aten/ops.cpp, ``predicted_conv_format``), so fake and real agree.
+    """
+    original = torch._C._conv_determine_backend_memory_format
+    if getattr(original, "_flagos_device_type", None) == device_type:
+        return
+    backends = torch._C._ConvBackend
+
+    def determine_backend_memory_format(input, weight, backend):
+        if backend == backends.Overrideable and input.device.type == device_type:
+            backend = backends.Cudnn
+        return original(input, weight, backend)
+
+    determine_backend_memory_format._flagos_device_type = device_type
+    torch._C._conv_determine_backend_memory_format = determine_backend_memory_format
