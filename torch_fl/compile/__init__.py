@@ -5,6 +5,8 @@ Triton back end on the host accelerator), autotunes them with flagos events
 and compiles them in parallel worker processes.
 """
 
+import functools
+
 import torch
 
 from ._after_import import call_after_import
@@ -53,12 +55,6 @@ def register() -> None:
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)
 
 
-def _launch_as_cuda_kernels() -> None:
-    from . import _inductor_adapter as adapter
-
-    adapter.launch_statically_as(DEVICE_TYPE, "cuda")
-
-
 def install() -> None:
     """Register as soon as torch._dynamo is imported (now, if it already is).
 
@@ -76,4 +72,5 @@ def install() -> None:
         from . import _inductor_adapter as adapter
 
         adapter.conv_layout_of_compute_device(DEVICE_TYPE)
-        call_after_import("torch._inductor.runtime.triton_heuristics", _launch_as_cuda_kernels)
+        launch_as_cuda = functools.partial(adapter.launch_statically_as, DEVICE_TYPE, "cuda")
+        call_after_import("torch._inductor.runtime.triton_heuristics", launch_as_cuda)
