@@ -22,6 +22,7 @@ save_logs() { tar -czf "$OUT/logs.tar.gz" -C "$LOGS" . 2>/dev/null; }
 trap save_logs EXIT
 PY=python3
 CONF_ARGS=(-q -p no:cacheprovider --hypothesis-profile=flagos-ci ${CONF_EXTRA:-})  # CONF_EXTRA="-n 4": xdist
+# TESTS_EXTRA: more pytest arguments for the tests phase ("-n 4")
 
 phase() {  # phase NAME TIMEOUT CMD...: runs CMD, logs it, records status and time
   local name=$1 limit=$2; shift 2
@@ -68,7 +69,7 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
         CUDA_VISIBLE_DEVICES= cuda-gdb -q -batch -ex run -ex bt --args $PY -c \
           "import torch; torch.empty(2, device='flagos:5')" 2>&1 | grep -vE "^\[(New|Thread|Detaching)" | tail -30
       } > "$LOGS/diag.log" 2>&1; cat "$LOGS/diag.log" | head -60 >> "$OUT/summary.txt" ;;
-    tests) phase tests 600 $PY -m pytest tests/runtime tests/triton_backend -q -p no:cacheprovider ;;
+    tests) phase tests 600 $PY -m pytest tests/runtime tests/triton_backend -q -p no:cacheprovider ${TESTS_EXTRA:-} ;;
     host-tests) phase host-tests 600 env CUDA_VISIBLE_DEVICES= $PY -m pytest tests/runtime -q -p no:cacheprovider ;;
     attention) phase attention 600 $PY -m pytest -p flagos --flagos-device=flagos tests/runtime/test_attention.py \
       tests/integration/test_compile_attention.py -q -p no:cacheprovider ;;

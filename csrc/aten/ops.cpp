@@ -2,12 +2,9 @@
 //
 // Native kernels only where the op's job is the device's own memory:
 // allocation, views, resize, set_, copies. Every other aten op reaches one
-// boxed fallback that views the flagos tensors as tensors of the accelerator's
-// compute device (CPU for host, CUDA for cuda) over the same memory, runs that
-// device's kernel, and maps the results back:
-//   - an argument returned as-is (in-place, out=)   -> the original flagos tensor
-//   - a view into an argument's memory               -> a flagos view of that storage
-//   - memory the kernel allocated                    -> adopted as flagos memory (no copy)
+// boxed fallback that runs the compute device's kernel on views of the same
+// memory (compute_views.h); the hottest ops have unboxed kernels doing the
+// same with less host work per call (direct_kernels.cpp).
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -26,6 +23,8 @@
 
 #include "../runtime/generator.h"
 #include "../runtime/runtime.h"
+#include "compute_views.h"
+#include "direct_kernels.h"
 
 namespace flagos {
 namespace {
@@ -41,18 +40,11 @@ c10::DispatchKey compute_key() {
   return key;
 }
 
-c10::DispatchKeySet compute_keys(c10::DeviceIndex index) {
-  static const c10::DispatchKeySet keys(compute_key());
-  return keys;
-}
-
 c10::DeviceIndex index_or_current(std::optional<c10::Device> device) {
   c10::DeviceIndex index = device && device->has_index() ? device->index() : current_device();
   check_index(index);
   return index;
 }
-
-bool is_flagos(const at::Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
 
 // A tensor of `keys` over `storage`, with the geometry and bits of `like`.
 at::Tensor tensor_over(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
@@ -83,8 +75,113 @@ c10::Storage adopted_storage(const c10::Storage& compute_storage, c10::DeviceInd
 at::Tensor as_compute(const at::Tensor& t) {
   TORCH_CHECK(t.layout() == c10::kStrided, "flagos: only strided tensors are supported, got ", t.layout());
   c10::DeviceIndex index = t.device().index();
-  return tensor_over(alias_storage(t.storage(), index), compute_keys(index), t);
+  return tensor_over(alias_storage(t.storage(), index), compute_keys(), t);
 }
+
+}  // namespace
+
+// ---------------------------------------------------------------- views for one call
+
+bool is_flagos(const at::Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
+
+c10::DispatchKeySet compute_keys() {
+  static const c10::DispatchKeySet keys(compute_key());
+  return keys;
+}
+
+namespace {
+// Index ops accept CPU index tensors on GPUs too; elsewhere a non-scalar CPU
+// tensor next to flagos tensors is a user error, as it is on CUDA.
+bool accepts_host_tensors(std::string_view name) {
+  return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
+         name == "aten::index_put";
+}
+}  // namespace
+
+void Aliases::note_device(c10::DeviceIndex index) {
+  if (!index_) {
+    index_ = index;
+    return;
+  }
+  TORCH_CHECK(*index_ == index, "flagos: ", name_, " got tensors on flagos:", static_cast<int>(*index_),
+              " and flagos:", static_cast<int>(index),
+              "; all flagos tensors of one op must be on the same device. Move them with .to() first.");
+}
+
+c10::DeviceIndex Aliases::index() {
+  if (!index_) index_ = current_device();
+  return *index_;
+}
+
+at::Tensor Aliases::alias(const at::Tensor& t) {
+  TORCH_CHECK(t.layout() == c10::kStrided, "flagos: ", name_, " got a ", t.layout(),
+              " flagos tensor; only strided tensors are supported");
+  // One tensor passed twice stays one tensor: kernels test identity
+  // (CUDA's multi-head attention takes its fused path only when query, key
+  // and value are the same tensor).
+  for (auto& [a, original] : tensors_)
+    if (original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a;
+  c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
+  c10::Storage* view = nullptr;
+  for (auto& [flagos_storage, compute_storage] : storages_)
+    if (flagos_storage.unsafeGetStorageImpl() == key) view = &compute_storage;
+  if (view == nullptr) {
+    storages_.emplace_back(t.storage(), alias_storage(t.storage(), index()));
+    view = &storages_.back().second;
+  }
+  at::Tensor a = tensor_over(*view, compute_keys(), t);
+  tensors_.emplace_back(a, t);
+  return a;
+}
+
+at::Tensor Aliases::to_compute(const at::Tensor& t) {
+  if (is_flagos(t)) return alias(t);
+  if (!t.defined() || (t.device().is_cpu() && (t.dim() == 0 || accepts_host_tensors(name_)))) return t;
+  TORCH_CHECK(false, "flagos: ", name_, " got a tensor on ", t.device(),
+              " together with flagos tensors; expected all tensors on the flagos device (0-dim CPU scalars "
+              "excepted). Move it with .to('flagos') first.");
+}
+
+at::Tensor Aliases::to_flagos(const at::Tensor& r) {
+  if (!r.defined() || r.device().type() != compute_device_type()) return r;
+  for (auto& [a, original] : tensors_)
+    if (a.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return original;
+  c10::StorageImpl* key = r.storage().unsafeGetStorageImpl();
+  for (auto& [flagos_storage, compute_storage] : storages_)
+    if (compute_storage.unsafeGetStorageImpl() == key)
+      return tensor_over(flagos_storage, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+  // Memory the kernel allocated: adopt it, once per storage.
+  storages_.emplace_back(adopted_storage(r.storage(), index()), r.storage());
+  return tensor_over(storages_.back().first, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+}
+
+void Aliases::write_back(const at::Tensor& a) {
+  for (auto& [alias, original] : tensors_) {
+    if (alias.unsafeGetTensorImpl() != a.unsafeGetTensorImpl()) continue;
+    auto* impl = original.unsafeGetTensorImpl();
+    const void* now = alias.storage().unsafeGetStorageImpl()->data_ptr().get();
+    if (now != original.storage().unsafeGetStorageImpl()->data_ptr().get()) {
+      c10::StorageImpl* target = original.storage().unsafeGetStorageImpl();
+      target->set_data_ptr_noswap(adopt(alias.storage(), index()));
+      target->set_nbytes(alias.storage().nbytes());
+    }
+    if (alias.sizes() != original.sizes() || alias.strides() != original.strides() ||
+        alias.storage_offset() != original.storage_offset())
+      impl->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
+    return;
+  }
+}
+
+void raise_unsupported(std::string_view op, c10::DeviceIndex index, const c10::NotImplementedError& e) {
+  std::string detail = e.what_without_backtrace();
+  detail = detail.substr(0, detail.find('\n'));
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "flagos: operator ", op, " is not supported on flagos:", static_cast<int>(index),
+                              " for these arguments: its compute device (",
+                              c10::DeviceTypeName(compute_device_type(), true), ") said: ", detail);
+  TORCH_INTERNAL_ASSERT(false);  // unreachable: keeps [[noreturn]] true for the compiler
+}
+
+namespace {
 
 // ---------------------------------------------------------------- native ops
 
@@ -273,91 +370,6 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 // ---------------------------------------------------------------- fallback
 
-// The compute-device views made for one op call, and what they stand for.
-class Aliases {
- public:
-  explicit Aliases(const c10::OperatorHandle& op) : op_(op) {}
-
-  at::Tensor alias(const at::Tensor& t) {
-    TORCH_CHECK(t.layout() == c10::kStrided, "flagos: ", name(), " got a ", t.layout(),
-                " flagos tensor; only strided tensors are supported");
-    // One tensor passed twice stays one tensor: kernels test identity
-    // (CUDA's multi-head attention takes its fused path only when query, key
-    // and value are the same tensor).
-    for (auto& [a, original] : tensors_)
-      if (original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a;
-    c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
-    c10::Storage* view = nullptr;
-    for (auto& [flagos_storage, compute_storage] : storages_)
-      if (flagos_storage.unsafeGetStorageImpl() == key) view = &compute_storage;
-    if (view == nullptr) {
-      storages_.emplace_back(t.storage(), alias_storage(t.storage(), *index_));
-      view = &storages_.back().second;
-    }
-    at::Tensor a = tensor_over(*view, compute_keys(*index_), t);
-    tensors_.emplace_back(a, t);
-    return a;
-  }
-
-  // Maps one compute-device result back to flagos.
-  at::Tensor to_flagos(const at::Tensor& r) {
-    if (!r.defined() || r.device().type() != compute_device_type()) return r;
-    for (auto& [a, original] : tensors_)
-      if (a.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return original;
-    c10::StorageImpl* key = r.storage().unsafeGetStorageImpl();
-    for (auto& [flagos_storage, compute_storage] : storages_)
-      if (compute_storage.unsafeGetStorageImpl() == key)
-        return tensor_over(flagos_storage, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
-    // Memory the kernel allocated: adopt it, once per storage.
-    storages_.emplace_back(adopted_storage(r.storage(), *index_), r.storage());
-    return tensor_over(storages_.back().first, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
-  }
-
-  // After the kernel: an out=/in-place argument the kernel resized or
-  // restrided must show the same change on the flagos side.
-  void write_back(const at::Tensor& a) {
-    for (auto& [alias, original] : tensors_) {
-      if (alias.unsafeGetTensorImpl() != a.unsafeGetTensorImpl()) continue;
-      auto* impl = original.unsafeGetTensorImpl();
-      const void* now = alias.storage().unsafeGetStorageImpl()->data_ptr().get();
-      if (now != original.storage().unsafeGetStorageImpl()->data_ptr().get()) {
-        c10::StorageImpl* target = original.storage().unsafeGetStorageImpl();
-        target->set_data_ptr_noswap(adopt(alias.storage(), *index_));
-        target->set_nbytes(alias.storage().nbytes());
-      }
-      if (alias.sizes() != original.sizes() || alias.strides() != original.strides() ||
-          alias.storage_offset() != original.storage_offset())
-        impl->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
-      return;
-    }
-  }
-
-  void note_device(c10::DeviceIndex index) {
-    if (!index_) {
-      index_ = index;
-      return;
-    }
-    TORCH_CHECK(*index_ == index, "flagos: ", name(), " got tensors on flagos:", static_cast<int>(*index_),
-                " and flagos:", static_cast<int>(index),
-                "; all flagos tensors of one op must be on the same device. Move them with .to() first.");
-  }
-
-  c10::DeviceIndex index() {
-    if (!index_) index_ = current_device();
-    return *index_;
-  }
-
-  std::string name() const { return op_.schema().operator_name().name; }
-
- private:
-  const c10::OperatorHandle& op_;
-  std::optional<c10::DeviceIndex> index_;
-  // Small inline vectors: most ops have a handful of tensors, and the
-  // per-call heap traffic shows up in small-op overhead.
-  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;  // (flagos, compute)
-  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> tensors_;       // (compute view, flagos)
-};
-
 bool is_generator_arg(const c10::Argument& arg) {
   const c10::TypePtr& type = arg.type();
   if (type->kind() == c10::TypeKind::GeneratorType) return true;
@@ -365,27 +377,12 @@ bool is_generator_arg(const c10::Argument& arg) {
          type->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::GeneratorType;
 }
 
-// Index ops accept CPU index tensors on GPUs too; elsewhere a non-scalar CPU
-// tensor next to flagos tensors is a user error, as it is on CUDA.
-bool accepts_host_tensors(const std::string& name) {
-  return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
-         name == "aten::index_put";
-}
-
-void check_foreign(const at::Tensor& t, const Aliases& aliases) {
-  if (!t.defined() || is_flagos(t)) return;
-  if (t.device().is_cpu() && (t.dim() == 0 || accepts_host_tensors(aliases.name()))) return;
-  TORCH_CHECK(false, "flagos: ", aliases.name(), " got a tensor on ", t.device(),
-              " together with flagos tensors; expected all tensors on the flagos device (0-dim CPU scalars "
-              "excepted). Move it with .to('flagos') first.");
-}
-
 void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const auto& arguments = schema.arguments();
   const size_t num_args = arguments.size();
   const size_t first = stack->size() - num_args;
-  Aliases aliases(op);
+  Aliases aliases(schema.operator_name().name);
 
   // Pass 1: which flagos device this call runs on; reject mixed devices.
   for (size_t i = 0; i < num_args; ++i) {
@@ -413,28 +410,24 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     c10::IValue& v = (*stack)[first + i];
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      check_foreign(t, aliases);
       if (is_flagos(t)) {
         v = aliases.alias(t);
         if (arguments[i].alias_info() && arguments[i].alias_info()->isWrite()) written.push_back(i);
+      } else {
+        aliases.to_compute(t);  // checks it
       }
     } else if (v.isTensorList()) {
       c10::List<at::Tensor> list = v.toTensorList();
       c10::List<at::Tensor> out;
       out.reserve(list.size());
-      for (const at::Tensor& t : list) {
-        check_foreign(t, aliases);
-        out.push_back(is_flagos(t) ? aliases.alias(t) : t);
-      }
+      for (const at::Tensor& t : list) out.push_back(aliases.to_compute(t));
       v = out;
     } else if (v.isOptionalTensorList()) {
       c10::List<std::optional<at::Tensor>> list = v.toOptionalTensorList();
       c10::List<std::optional<at::Tensor>> out;
       out.reserve(list.size());
-      for (const std::optional<at::Tensor>& t : list) {
-        if (t) check_foreign(*t, aliases);
-        out.push_back(t && is_flagos(*t) ? std::optional<at::Tensor>(aliases.alias(*t)) : t);
-      }
+      for (const std::optional<at::Tensor>& t : list)
+        out.push_back(t ? std::optional<at::Tensor>(aliases.to_compute(*t)) : t);
       v = out;
     } else if (v.isDevice()) {
       if (v.toDevice().type() == kDeviceType) v = compute_device(index);
@@ -453,12 +446,7 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   try {
     op.callBoxed(stack);
   } catch (const c10::NotImplementedError& e) {
-    std::string detail = e.what_without_backtrace();
-    detail = detail.substr(0, detail.find('\n'));
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "flagos: operator ", schema.operator_name(), " is not supported on flagos:",
-                                static_cast<int>(index), ": its compute device (",
-                                c10::DeviceTypeName(compute_device_type(), true),
-                                ") has no kernel for it. Compute device said: ", detail);
+    raise_unsupported(c10::toString(schema.operator_name()), index, e);
   }
 
   for (const at::Tensor& a : written_views) aliases.write_back(a);
@@ -613,6 +601,29 @@ bool routes_to_compute_kernel(const c10::OperatorHandle& op) {
   return compute_device_type() != c10::kCPU &&
          op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
 }
+
+// Ops with no kernel of their own for flagos at all (no composite either):
+// every call reaches the boxed fallback.
+bool has_no_flagos_kernel(const c10::OperatorHandle& op) {
+  return !op.hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) &&
+         !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+         !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+         !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+}
+
+// Where the fallback would run the op's compute kernel: routed here, or
+// reached without routing.
+bool reaches_compute_kernel(const c10::OperatorHandle& op) {
+  if (keeps_composite(op.schema().operator_name().name)) return false;
+  if (routes_to_compute_kernel(op)) return true;
+  return has_no_flagos_kernel(op) && op.hasKernelForDispatchKey(compute_key());
+}
+
+
+std::set<std::string>& direct_kernels_registered() {
+  static std::set<std::string> names;
+  return names;
+}
 }  // namespace
 
 int64_t route_to_compute_kernels() {
@@ -621,6 +632,10 @@ int64_t route_to_compute_kernels() {
   std::call_once(routed, [] {
     // Leaked on purpose: the registrations must outlive every op call.
     auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    // The hottest ops first, unboxed; an op registered here has a flagos
+    // kernel afterwards, so the loop below leaves it alone.
+    direct_kernels_registered() = register_direct_kernels(*lib, reaches_compute_kernel);
+    count += static_cast<int64_t>(direct_kernels_registered().size());
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0 || keeps_composite(name.name)) continue;
       std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
@@ -631,6 +646,11 @@ int64_t route_to_compute_kernels() {
     }
   });
   return count;
+}
+
+std::vector<std::string> direct_kernel_names() {
+  route_to_compute_kernels();
+  return {direct_kernels_registered().begin(), direct_kernels_registered().end()};
 }
 
 }  // namespace flagos

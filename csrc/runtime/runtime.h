@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "flagos/accelerator.h"
 
@@ -90,9 +91,12 @@ bool device_of(const void* ptr, c10::DeviceIndex* index);
 void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 
 // ---- eager ops (aten/ops.cpp) ----
-// Sends the functional and in-place forms of structured ops straight to the
-// compute device's kernels (through the eager fallback) where it has them;
-// once per process, at import. Returns how many ops; 0 on a CPU compute device.
+// Sends ops that aten would decompose for flagos straight to the compute
+// device's kernels where it has them (through the eager fallback), and gives
+// the hottest ops unboxed kernels; once per process, at import. Returns how
+// many ops were registered.
 int64_t route_to_compute_kernels();
+// The ops that route_to_compute_kernels gave unboxed kernels (aten/direct_kernels.cpp).
+std::vector<std::string> direct_kernel_names();
 
 }  // namespace flagos

@@ -1,0 +1,220 @@
+// Unboxed kernels for the ops a transformer's eager forward calls most.
+//
+// They do what the boxed fallback does (compute_views.h: view the flagos
+// tensors on the compute device, run its kernel, map the results back), typed
+// by the op's signature in the installed torch (at::_ops::<op>::schema), so a
+// call skips the boxing of its arguments, the walk over its schema, and the
+// second dispatch's key computation and unboxing. Eager Qwen3 calls about two
+// thousand ops per forward, and host time per op is what separates an eager
+// flagos forward from an eager CUDA one (docs/results/h200.md).
+//
+// An op gets its unboxed kernel exactly where it would otherwise reach the
+// boxed fallback (see register_direct_kernels), so which compute kernel runs
+// does not change, only how it is called.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/cat_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/fill_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/where_ops.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../runtime/runtime.h"
+#include "compute_views.h"
+#include "direct_kernels.h"
+
+namespace flagos {
+namespace {
+
+// ---- arguments: which flagos device the call is on
+
+template <class T>
+void note(Aliases&, const T&) {}
+
+void note(Aliases& aliases, const at::Tensor& t) {
+  if (is_flagos(t)) aliases.note_device(t.device().index());
+}
+
+void note(Aliases& aliases, const at::ITensorListRef& list) {
+  for (const at::Tensor& t : list) note(aliases, t);
+}
+
+// ---- arguments: what the compute kernel gets. Held is what lives for the
+// call (the compute views); pass() hands it over in the op's own type.
+
+template <class T>
+struct Convert {  // not a tensor: passed as it is
+  using Held = T;
+  static T hold(Aliases&, T value) { return value; }
+  static T pass(Held& held) { return held; }
+};
+
+template <>
+struct Convert<const at::Tensor&> {
+  using Held = at::Tensor;
+  static Held hold(Aliases& aliases, const at::Tensor& t) { return aliases.to_compute(t); }
+  static const at::Tensor& pass(Held& held) { return held; }
+};
+
+template <>
+struct Convert<at::Tensor&> {  // written: in-place self, out=
+  using Held = at::Tensor;
+  static Held hold(Aliases& aliases, at::Tensor& t) { return aliases.to_compute(t); }
+  static at::Tensor& pass(Held& held) { return held; }
+};
+
+template <>
+struct Convert<const at::ITensorListRef&> {
+  using Held = std::vector<at::Tensor>;
+  static Held hold(Aliases& aliases, const at::ITensorListRef& list) {
+    Held held;
+    held.reserve(list.size());
+    for (const at::Tensor& t : list) held.push_back(aliases.to_compute(t));
+    return held;
+  }
+  static at::ITensorListRef pass(Held& held) { return at::ITensorListRef(held); }
+};
+
+// The caller's argument whose compute view the kernel returned (in-place and
+// out= ops return a written argument by reference).
+template <class Arg, class Held>
+at::Tensor* if_returned(const at::Tensor& result, Held& held, std::remove_reference_t<Arg>& arg) {
+  if constexpr (std::is_same_v<Arg, at::Tensor&>) return &result == &held ? &arg : nullptr;
+  return nullptr;
+}
+
+template <class Arg, class Held>
+void write_back_if_written(Aliases& aliases, Held& held) {
+  if constexpr (std::is_same_v<Arg, at::Tensor&>) aliases.write_back(held);
+}
+
+// ---- results
+
+template <class R>
+struct Back;
+
+template <>
+struct Back<at::Tensor> {
+  static at::Tensor map(Aliases& aliases, const at::Tensor& r) { return aliases.to_flagos(r); }
+};
+
+// ---- the kernel
+
+template <class Op, class Signature = typename Op::schema>
+struct Direct;
+
+template <class Op, class Ret, class... Args>
+struct Direct<Op, Ret(Args...)> {
+  using HeldArgs = std::tuple<typename Convert<Args>::Held...>;
+
+  static Ret call(Args... args) {
+    Aliases aliases(Op::name);
+    (note(aliases, args), ...);
+    const c10::DeviceIndex index = aliases.index();
+    check_index(index);
+    c10::DeviceGuard guard(c10::Device(kDeviceType, index));
+    ComputeStreamGuard on_flagos_stream(index);
+    HeldArgs held{Convert<Args>::hold(aliases, args)...};  // braces: left to right
+    return run(aliases, held, std::index_sequence_for<Args...>{}, args...);
+  }
+
+  template <size_t... I>
+  static Ret run(Aliases& aliases, HeldArgs& held, std::index_sequence<I...>, Args... args) {
+    try {
+      if constexpr (std::is_same_v<Ret, at::Tensor&>) {
+        at::Tensor& result = Op::redispatch(compute_keys(), Convert<Args>::pass(std::get<I>(held))...);
+        (write_back_if_written<Args>(aliases, std::get<I>(held)), ...);
+        at::Tensor* original = nullptr;
+        ((original = original ? original : if_returned<Args>(result, std::get<I>(held), args)), ...);
+        TORCH_INTERNAL_ASSERT(original != nullptr, "flagos: ", Op::name, " returned a tensor it was not given");
+        return *original;
+      } else {
+        Ret result = Op::redispatch(compute_keys(), Convert<Args>::pass(std::get<I>(held))...);
+        (write_back_if_written<Args>(aliases, std::get<I>(held)), ...);
+        return Back<Ret>::map(aliases, result);
+      }
+    } catch (const c10::NotImplementedError& e) {
+      raise_unsupported(full_name(), aliases.index(), e);
+    }
+  }
+
+  static std::string full_name() {
+    std::string overload = Op::overload_name;
+    return overload.empty() ? std::string(Op::name) : std::string(Op::name) + "." + overload;
+  }
+};
+
+struct DirectKernel {
+  std::string name;  // "aten::add.Tensor"
+  torch::CppFunction (*make)();
+};
+
+template <class Op>
+DirectKernel direct() {
+  return {Direct<Op>::full_name(), [] { return torch::CppFunction(TORCH_FN(Direct<Op>::call)); }};
+}
+
+// Functional, in-place and out= forms: which of them reach the fallback
+// depends on the accelerator (structured ops' functional forms are routed on
+// cuda; on host they allocate on flagos and call the out= form).
+std::vector<DirectKernel> direct_kernels() {
+  namespace ops = at::_ops;
+  return {
+      direct<ops::mm>(),         direct<ops::mm_out>(),         direct<ops::addmm>(),
+      direct<ops::addmm_out>(),  direct<ops::bmm>(),            direct<ops::bmm_out>(),
+      direct<ops::add_Tensor>(), direct<ops::add__Tensor>(),    direct<ops::add_out>(),
+      direct<ops::sub_Tensor>(), direct<ops::sub_out>(),        direct<ops::mul_Tensor>(),
+      direct<ops::mul__Tensor>(), direct<ops::mul_out>(),       direct<ops::div_Tensor>(),
+      direct<ops::div_out>(),    direct<ops::pow_Tensor_Scalar>(), direct<ops::pow_Tensor_Scalar_out>(),
+      direct<ops::mean_dim>(),   direct<ops::mean_out>(),       direct<ops::sum_dim_IntList>(),
+      direct<ops::sum_IntList_out>(), direct<ops::rsqrt>(),     direct<ops::rsqrt_out>(),
+      direct<ops::neg>(),        direct<ops::neg_out>(),        direct<ops::exp>(),
+      direct<ops::exp_out>(),    direct<ops::silu>(),           direct<ops::silu_out>(),
+      direct<ops::sigmoid>(),    direct<ops::sigmoid_out>(),    direct<ops::tanh>(),
+      direct<ops::tanh_out>(),   direct<ops::relu>(),           direct<ops::cat>(),
+      direct<ops::cat_out>(),    direct<ops::where_self>(),     direct<ops::where_self_out>(),
+      direct<ops::fill__Scalar>(), direct<ops::_softmax>(),     direct<ops::_softmax_out>(),
+  };
+}
+
+}  // namespace
+
+std::set<std::string> register_direct_kernels(torch::Library& lib,
+                                              const std::function<bool(const c10::OperatorHandle&)>& reaches_fallback) {
+  std::set<std::string> registered;
+  for (const DirectKernel& kernel : direct_kernels()) {
+    std::string::size_type dot = kernel.name.find('.');
+    c10::OperatorName name(kernel.name.substr(0, dot), dot == std::string::npos ? "" : kernel.name.substr(dot + 1));
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+    if (!op || !reaches_fallback(*op)) continue;
+    lib.impl(kernel.name.substr(std::string("aten::").size()).c_str(), kernel.make());
+    registered.insert(kernel.name);
+  }
+  return registered;
+}
+
+}  // namespace flagos

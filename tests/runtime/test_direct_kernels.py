@@ -1,0 +1,157 @@
+"""The unboxed kernels of the hottest ops (csrc/aten/direct_kernels.cpp).
+
+They replace the boxed fallback for about forty op overloads, so they must do
+everything it does: the compute device's own result, in-place and out=
+arguments returned as the caller's tensor, out= resized, aliasing declared in
+the schema and nothing more, errors that name the op and the device.
+"""
+
+import pytest
+import torch
+from torch.library import opcheck
+
+import torch_fl
+from tests.requirements import accelerator
+
+COMPUTE_DEVICE = {"host": "cpu", "cuda": "cuda"}[accelerator]
+DIRECT = set(torch_fl._C._direct_kernels())
+
+
+def _randn(*shape, positive=False):
+    t = torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape)))
+    return t.abs() + 0.5 if positive else t
+
+
+def _empty():
+    return torch.empty(0)  # out= of the wrong size: the kernel must resize it
+
+
+# op overload name -> (args, kwargs) on the CPU; the test moves them to each device.
+CASES = {
+    "aten::mm": lambda: ((_randn(4, 3), _randn(3, 5)), {}),
+    "aten::mm.out": lambda: ((_randn(4, 3), _randn(3, 5)), {"out": _empty()}),
+    "aten::addmm": lambda: ((_randn(5), _randn(4, 3), _randn(3, 5)), {"beta": 0.5, "alpha": 2.0}),
+    "aten::addmm.out": lambda: ((_randn(5), _randn(4, 3), _randn(3, 5)), {"out": _empty()}),
+    "aten::bmm": lambda: ((_randn(2, 4, 3), _randn(2, 3, 5)), {}),
+    "aten::bmm.out": lambda: ((_randn(2, 4, 3), _randn(2, 3, 5)), {"out": _empty()}),
+    "aten::add.Tensor": lambda: ((_randn(6, 5), _randn(5)), {"alpha": 2}),
+    "aten::add_.Tensor": lambda: ((_randn(6, 5), _randn(5)), {"alpha": 2}),
+    "aten::add.out": lambda: ((_randn(6, 5), _randn(6, 5)), {"out": _empty()}),
+    "aten::sub.Tensor": lambda: ((_randn(6, 5), _randn(6, 5)), {}),
+    "aten::sub.out": lambda: ((_randn(6, 5), _randn(6, 5)), {"out": _empty()}),
+    "aten::mul.Tensor": lambda: ((_randn(6, 5), torch.tensor(3.0)), {}),  # with a 0-dim CPU scalar
+    "aten::mul_.Tensor": lambda: ((_randn(6, 5), _randn(6, 5)), {}),
+    "aten::mul.out": lambda: ((_randn(6, 5), _randn(6, 5)), {"out": _empty()}),
+    "aten::div.Tensor": lambda: ((_randn(6, 5), _randn(6, 5, positive=True)), {}),
+    "aten::div.out": lambda: ((_randn(6, 5), _randn(6, 5, positive=True)), {"out": _empty()}),
+    "aten::pow.Tensor_Scalar": lambda: ((_randn(9, positive=True), 1.7), {}),
+    "aten::pow.Tensor_Scalar_out": lambda: ((_randn(9, positive=True), 1.7), {"out": _empty()}),
+    "aten::mean.dim": lambda: ((_randn(6, 7), [1], True), {}),
+    "aten::mean.out": lambda: ((_randn(6, 7), [1], False), {"out": _empty()}),
+    "aten::sum.dim_IntList": lambda: ((_randn(6, 7), [0]), {}),
+    "aten::sum.IntList_out": lambda: ((_randn(6, 7), [0, 1]), {"out": _empty()}),
+    "aten::rsqrt": lambda: ((_randn(8, positive=True),), {}),
+    "aten::rsqrt.out": lambda: ((_randn(8, positive=True),), {"out": _empty()}),
+    "aten::neg": lambda: ((_randn(8),), {}),
+    "aten::neg.out": lambda: ((_randn(8),), {"out": _empty()}),
+    "aten::exp": lambda: ((_randn(8),), {}),
+    "aten::exp.out": lambda: ((_randn(8),), {"out": _empty()}),
+    "aten::silu": lambda: ((_randn(8),), {}),
+    "aten::silu.out": lambda: ((_randn(8),), {"out": _empty()}),
+    "aten::sigmoid": lambda: ((_randn(8),), {}),
+    "aten::sigmoid.out": lambda: ((_randn(8),), {"out": _empty()}),
+    "aten::tanh": lambda: ((_randn(8),), {}),
+    "aten::tanh.out": lambda: ((_randn(8),), {"out": _empty()}),
+    "aten::relu": lambda: ((_randn(8),), {}),
+    "aten::cat": lambda: (([_randn(3, 2), _randn(1, 2), _randn(2, 2)], 0), {}),
+    "aten::cat.out": lambda: (([_randn(3, 2), _randn(3, 4)], 1), {"out": _empty()}),
+    "aten::where.self": lambda: ((_randn(6) > 0, _randn(6), _randn(6)), {}),
+    "aten::where.self_out": lambda: ((_randn(6) > 0, _randn(6), _randn(6)), {"out": _empty()}),
+    "aten::fill_.Scalar": lambda: ((_randn(5, 3), 2.5), {}),
+    "aten::_softmax": lambda: ((_randn(4, 10), -1, False), {}),
+    "aten::_softmax.out": lambda: ((_randn(4, 10), 0, False), {"out": _empty()}),
+}
+
+
+def _overload(name):
+    op, _, overload = name.removeprefix("aten::").partition(".")
+    return getattr(getattr(torch.ops.aten, op), overload or "default")
+
+
+def _moved(value, device):
+    if isinstance(value, torch.Tensor):
+        return value if value.dim() == 0 else value.to(device)  # 0-dim CPU scalars stay on the CPU
+    if isinstance(value, list):
+        return [_moved(v, device) for v in value]
+    return value
+
+
+def _on(device, args, kwargs):
+    return tuple(_moved(a, device) for a in args), {k: _moved(v, device) for k, v in kwargs.items()}
+
+
+def _written(op, args, kwargs):
+    """The argument an in-place or out= op writes and returns, else None."""
+    if "out" in kwargs:
+        return kwargs["out"]
+    first = op._schema.arguments[0].alias_info
+    return args[0] if first is not None and first.is_write else None
+
+
+def test_the_hottest_ops_have_unboxed_kernels_on_this_accelerator():
+    # Which forms reach flagos depends on the accelerator (on host, structured
+    # ops allocate on flagos and call the out= form), but some form of each
+    # matmul and of add must, and each is a flagos kernel now.
+    for family in ("aten::mm", "aten::addmm", "aten::bmm", "aten::add"):
+        assert {n for n in DIRECT if n.split(".")[0] == family}, f"no unboxed kernel for any form of {family}"
+    for name in DIRECT:
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"), name
+
+
+def test_every_unboxed_kernel_has_a_case_here():
+    assert DIRECT <= set(CASES), f"add cases for {sorted(DIRECT - set(CASES))}"
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT))
+def test_unboxed_kernel_computes_what_the_compute_device_computes(name):
+    op = _overload(name)
+    args, kwargs = CASES[name]()
+    ref_args, ref_kwargs = _on(COMPUTE_DEVICE, args, kwargs)
+    fl_args, fl_kwargs = _on("flagos", args, kwargs)
+    expected = op(*ref_args, **ref_kwargs)
+    got = op(*fl_args, **fl_kwargs)
+    assert got.device.type == "flagos"
+    # The compute device's own kernel ran on the same values: equal bit for bit.
+    assert torch.equal(got.cpu(), expected.cpu())
+    written = _written(op, fl_args, fl_kwargs)
+    if written is not None:
+        assert got is written, "in-place and out= ops return the caller's tensor"
+        assert written.shape == expected.shape and torch.equal(written.cpu(), expected.cpu())
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT))
+def test_unboxed_kernel_mutates_and_aliases_only_as_its_schema_says(name):
+    args, kwargs = CASES[name]()
+    fl_args, fl_kwargs = _on("flagos", args, kwargs)
+    opcheck(_overload(name), fl_args, fl_kwargs, test_utils=("test_schema",))
+
+
+def test_an_unsupported_dtype_names_the_op_and_the_device():
+    a = torch.ones(2, 2, dtype=torch.bool, device="flagos")
+    with pytest.raises(NotImplementedError, match=r"aten::mm(\.out)? is not supported on flagos:0 for these arguments"):
+        torch.mm(a, a)
+
+
+def test_a_cpu_tensor_among_flagos_arguments_is_named():
+    a = torch.ones(2, 2, device="flagos")
+    with pytest.raises(RuntimeError, match=r"aten::mm(\.out)? got a tensor on cpu together with flagos tensors"):
+        torch.mm(a, torch.ones(2, 2))
+
+
+def test_a_tensor_given_twice_is_read_and_written_as_one():
+    x = torch.arange(6.0, device="flagos")
+    assert torch.mul(x, x, out=x) is x
+    assert x.cpu().tolist() == [v * v for v in range(6)]
+    y = torch.arange(4.0, device="flagos")
+    y.add_(y, alpha=2)
+    assert y.cpu().tolist() == [3.0 * v for v in range(4)]
