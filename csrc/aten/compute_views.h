@@ -14,7 +14,6 @@
 #include <c10/util/SmallVector.h>
 
 #include <optional>
-#include <string>
 #include <string_view>
 #include <utility>
 
@@ -47,8 +46,6 @@ class Aliases {
   // After the kernel: an out=/in-place argument the kernel resized or
   // restrided must show the same change on the flagos side.
   void write_back(const at::Tensor& alias);
-
-  std::string name() const { return std::string(name_); }
 
  private:
   std::string_view name_;

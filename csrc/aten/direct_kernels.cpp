@@ -158,24 +158,21 @@ struct Direct<Op, Ret(Args...)> {
         return Back<Ret>::map(aliases, result);
       }
     } catch (const c10::NotImplementedError& e) {
-      raise_unsupported(full_name(), aliases.index(), e);
+      raise_unsupported(c10::toString(operator_name()), aliases.index(), e);
     }
   }
 
-  static std::string full_name() {
-    std::string overload = Op::overload_name;
-    return overload.empty() ? std::string(Op::name) : std::string(Op::name) + "." + overload;
-  }
+  static c10::OperatorName operator_name() { return c10::OperatorName(Op::name, Op::overload_name); }
 };
 
 struct DirectKernel {
-  std::string name;  // "aten::add.Tensor"
+  c10::OperatorName name;  // aten::add.Tensor
   torch::CppFunction (*make)();
 };
 
 template <class Op>
 DirectKernel direct() {
-  return {Direct<Op>::full_name(), [] { return torch::CppFunction(TORCH_FN(Direct<Op>::call)); }};
+  return {Direct<Op>::operator_name(), [] { return torch::CppFunction(TORCH_FN(Direct<Op>::call)); }};
 }
 
 // Functional, in-place and out= forms: which of them reach the fallback
@@ -207,12 +204,11 @@ std::set<std::string> register_direct_kernels(torch::Library& lib,
                                               const std::function<bool(const c10::OperatorHandle&)>& reaches_fallback) {
   std::set<std::string> registered;
   for (const DirectKernel& kernel : direct_kernels()) {
-    std::string::size_type dot = kernel.name.find('.');
-    c10::OperatorName name(kernel.name.substr(0, dot), dot == std::string::npos ? "" : kernel.name.substr(dot + 1));
-    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+    std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(kernel.name);
     if (!op || !reaches_fallback(*op)) continue;
-    lib.impl(kernel.name.substr(std::string("aten::").size()).c_str(), kernel.make());
-    registered.insert(kernel.name);
+    std::string name = c10::toString(kernel.name);  // "aten::add.Tensor"
+    lib.impl(name.c_str(), kernel.make());
+    registered.insert(name);
   }
   return registered;
 }

@@ -619,7 +619,6 @@ bool reaches_compute_kernel(const c10::OperatorHandle& op) {
   return has_no_flagos_kernel(op) && op.hasKernelForDispatchKey(compute_key());
 }
 
-
 std::set<std::string>& direct_kernels_registered() {
   static std::set<std::string> names;
   return names;
