@@ -261,13 +261,26 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 // Copies between flagos devices and to/from other devices: both sides are
 // viewed on the compute device, whose copy_ handles dtype, strides,
-// broadcasting and (for cuda) host<->device transfers.
+// broadcasting and (for cuda) host<->device transfers. Two sides in one
+// flagos allocation share one compute storage: the compute device's copy_
+// detects overlapping source and destination by comparing storages, and
+// separate views of the same memory would make an overlapping copy silently
+// wrong instead of an error.
+bool same_memory(const c10::Storage& a, const c10::Storage& b) {
+  return a.is_alias_of(b) || (a.data() != nullptr && a.data() == b.data());
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   const at::Tensor& flagos_side = is_flagos(dst) ? dst : self;
   c10::DeviceGuard guard(flagos_side.device());
   ComputeStreamGuard on_flagos_stream(flagos_side.device().index());
-  at::Tensor src = is_flagos(self) ? as_compute(self) : self;
   at::Tensor out = is_flagos(dst) ? as_compute(dst) : dst;
+  at::Tensor src = self;
+  if (is_flagos(self)) {
+    src = is_flagos(dst) && same_memory(self.storage(), dst.storage())
+              ? tensor_over(out.storage(), compute_keys(), self)
+              : as_compute(self);
+  }
   out.copy_(src, non_blocking);
   return dst;
 }
