@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <vector>
 
 extern "C" const flagos_accelerator* flagos_host_accelerator(void);
@@ -34,6 +35,14 @@ int32_t count_of(const flagos_accelerator* acc) {
   return acc->device_count(&n) == FLAGOS_SUCCESS ? n : 0;
 }
 
+// Why flagos offers no devices, when FLAGOS_ACCELERATOR names no accelerator
+// of this build. Not an import error: torch loads flagos in every process of
+// the environment, and one bad variable must not break `import torch` there.
+std::string& selection_error() {
+  static std::string error;
+  return error;
+}
+
 const flagos_accelerator* select() {
   const char* wanted = std::getenv("FLAGOS_ACCELERATOR");
   for (const Entry& e : registry()) {
@@ -47,9 +56,17 @@ const flagos_accelerator* select() {
       return acc;
     }
   }
-  TORCH_CHECK(!(wanted && *wanted), "flagos: FLAGOS_ACCELERATOR='", wanted,
-              "' is not an accelerator of this build; choose one of: ", available_accelerators(), ".");
+  if (wanted && *wanted)
+    selection_error() = std::string("FLAGOS_ACCELERATOR='") + wanted +
+                        "' is not an accelerator of this build; choose one of: " + available_accelerators() +
+                        ". flagos offers no devices until it names one.";
   return registry().back().get();  // host: reports its own configuration errors
+}
+
+// Set by device_count() when it finds none: the reason, for later errors.
+std::string& no_devices_reason() {
+  static std::string reason;
+  return reason;
 }
 
 }  // namespace
@@ -74,12 +91,18 @@ void check(flagos_status status, const char* what) {
 
 c10::DeviceIndex device_count() {
   static const c10::DeviceIndex n = [] {
+    const flagos_accelerator& acc = accelerator();
+    if (!selection_error().empty()) {
+      no_devices_reason() = selection_error();
+      TORCH_WARN("flagos: ", no_devices_reason());
+      return static_cast<c10::DeviceIndex>(0);
+    }
     int32_t count = 0;
-    flagos_status status = accelerator().device_count(&count);
-    if (status != FLAGOS_SUCCESS) {
-      TORCH_WARN("flagos: the '", accelerator().name, "' accelerator reports no usable device (",
-                 accelerator().error_string(status),
-                 "); check FLAGOS_HOST_DEVICE_COUNT (1..64) and FLAGOS_HOST_MEMORY_LIMIT (e.g. 512M, 2G).");
+    flagos_status status = acc.device_count(&count);
+    if (status != FLAGOS_SUCCESS || count == 0) {
+      no_devices_reason() = std::string("the '") + acc.name + "' accelerator reports no usable device" +
+                            (status != FLAGOS_SUCCESS ? std::string(": ") + acc.error_string(status) : "");
+      TORCH_WARN("flagos: ", no_devices_reason());
       return static_cast<c10::DeviceIndex>(0);
     }
     return static_cast<c10::DeviceIndex>(count);
@@ -88,10 +111,12 @@ c10::DeviceIndex device_count() {
 }
 
 void check_index(c10::DeviceIndex index) {
-  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "flagos:", static_cast<int>(index),
-                    " is out of range: this machine has ", static_cast<int>(device_count()),
-                    " flagos device(s) on the '", accelerator().name, "' accelerator (valid: flagos:0..flagos:",
-                    static_cast<int>(device_count()) - 1, ").");
+  if (index >= 0 && index < device_count()) return;
+  TORCH_CHECK_INDEX(device_count() > 0, "flagos:", static_cast<int>(index), " does not exist: there are no flagos ",
+                    "devices (", no_devices_reason(), ").");
+  TORCH_CHECK_INDEX(false, "flagos:", static_cast<int>(index), " is out of range: this machine has ",
+                    static_cast<int>(device_count()), " flagos device(s) on the '", accelerator().name,
+                    "' accelerator (valid: flagos:0..flagos:", static_cast<int>(device_count()) - 1, ").");
 }
 
 c10::DeviceIndex current_device() {

@@ -66,11 +66,16 @@ struct Budget {
   std::unordered_map<void*, size_t> sizes;
   std::unordered_map<int32_t, uint64_t> used;
 
+  std::string malformed;  // the message for a malformed variable, with its value
+
   Budget() {
     if (const char* env = std::getenv("FLAGOS_CUDA_MEMORY_LIMIT")) {
       bool ok = false;
       limit = flagos::parse_byte_size(env, &ok);
-      if (!ok || limit == 0) limit = UINT64_MAX;
+      if (!ok) {
+        limit = UINT64_MAX;
+        malformed = flagos::bad_byte_size_message("FLAGOS_CUDA_MEMORY_LIMIT", env);
+      }
     }
   }
 };
@@ -98,7 +103,7 @@ const char* cuda_error_string(flagos_status status) {
 flagos_status cuda_device_count(int32_t* count) {
   if (budget().limit == UINT64_MAX) {
     *count = 0;
-    last_error = "FLAGOS_CUDA_MEMORY_LIMIT is not a byte size (use e.g. 512M, 2G)";
+    last_error = budget().malformed;
     return FLAGOS_ERROR_INVALID_VALUE;
   }
   int n = 0;

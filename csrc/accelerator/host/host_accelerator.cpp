@@ -68,19 +68,30 @@ uint64_t read_cache_size(int index, uint64_t fallback) {
 struct HostState {
   int32_t count = 2;
   uint64_t limit = 0;  // 0: unlimited (bounded by physical memory)
+  // A malformed variable, named with its value: the host then offers no
+  // devices, and device_count's error string says why.
+  std::string config_error;
   std::vector<DeviceMemory> memory;
 
   HostState() {
     if (const char* env = std::getenv("FLAGOS_HOST_DEVICE_COUNT")) {
       char* end = nullptr;
       long n = std::strtol(env, &end, 10);
-      // An invalid value leaves count at 0: device_count reports the error.
-      count = (end != env && *end == '\0' && n >= 1 && n <= kMaxDevices) ? static_cast<int32_t>(n) : 0;
+      if (end != env && *end == '\0' && n >= 1 && n <= kMaxDevices) {
+        count = static_cast<int32_t>(n);
+      } else {
+        count = 0;
+        config_error = std::string("FLAGOS_HOST_DEVICE_COUNT='") + env + "' is not a device count: use a whole number " +
+                       "from 1 to " + std::to_string(kMaxDevices);
+      }
     }
     if (const char* env = std::getenv("FLAGOS_HOST_MEMORY_LIMIT")) {
       bool ok = false;
       limit = flagos::parse_byte_size(env, &ok);
-      if (!ok) limit = UINT64_MAX;  // reported by device_count as invalid config
+      if (!ok) {
+        count = 0;
+        config_error = flagos::bad_byte_size_message("FLAGOS_HOST_MEMORY_LIMIT", env);
+      }
     }
     memory = std::vector<DeviceMemory>(std::max<int32_t>(count, 0));
   }
@@ -98,7 +109,7 @@ bool valid(int32_t device) { return device >= 0 && device < state().count; }
 
 flagos_status host_device_count(int32_t* count) {
   if (count == nullptr) return FLAGOS_ERROR_INVALID_VALUE;
-  if (state().count <= 0 || state().limit == UINT64_MAX) {
+  if (state().count <= 0) {
     *count = 0;
     return FLAGOS_ERROR_INVALID_VALUE;
   }
@@ -262,7 +273,8 @@ flagos_status host_event_elapsed_time(float* ms, flagos_event start, flagos_even
 const char* host_error_string(flagos_status status) {
   switch (status) {
     case FLAGOS_SUCCESS: return "success";
-    case FLAGOS_ERROR_INVALID_VALUE: return "invalid value";
+    case FLAGOS_ERROR_INVALID_VALUE:
+      return state().config_error.empty() ? "invalid value" : state().config_error.c_str();
     case FLAGOS_ERROR_INVALID_DEVICE: return "invalid device";
     case FLAGOS_ERROR_OUT_OF_MEMORY: return "out of memory";
     case FLAGOS_ERROR_NOT_READY: return "not ready";
