@@ -91,6 +91,22 @@ def test_registration_is_visible_to_inductor(flagos_device):
     assert get_wrapper_codegen_for_device("flagos") is not None
 
 
+def test_gemm_template_heuristics_know_flagos(flagos_device, caplog):
+    from torch._inductor.template_heuristics import registry
+
+    torch_fl.compile.register()
+    cuda_keys = [key for key in registry._TEMPLATE_HEURISTIC_REGISTRY if key[1] == "cuda"]
+    assert cuda_keys
+    for key in cuda_keys:
+        flagos_key = (key[0], "flagos", *key[2:])
+        assert registry._TEMPLATE_HEURISTIC_REGISTRY.get(flagos_key) is registry._TEMPLATE_HEURISTIC_REGISTRY[key]
+    # The lookups inductor's mm lowering makes find them without the error-level fallback.
+    with caplog.at_level("ERROR", logger=registry.__name__):
+        for template, _, *op in cuda_keys:
+            registry.get_template_heuristic(template, "flagos", op[0] if op else "mm")
+    assert not [r for r in caplog.records if "No template heuristic found" in r.getMessage()]
+
+
 def test_compiled_code_reads_the_current_stream(compiled_on_workers, flagos_device, kernel_sources):
     def f(x):
         return x * 3 + 1

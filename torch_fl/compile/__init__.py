@@ -53,6 +53,7 @@ def register() -> None:
     adapter.add_gpu_type(DEVICE_TYPE)
     adapter.make_has_triton_see_device(device_has_triton)
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)
+    adapter.share_template_heuristics(DEVICE_TYPE)
 
 
 def install() -> None:

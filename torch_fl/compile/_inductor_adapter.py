@@ -258,3 +258,40 @@ def conv_layout_of_compute_device(device_type: str) -> None:
 
     determine_backend_memory_format._flagos_device_type = device_type
     torch._C._conv_determine_backend_memory_format = determine_backend_memory_format
+
+
+def share_template_heuristics(device_type: str, like: str = "cuda") -> int:
+    """Give ``device_type`` the GEMM template heuristics registered for ``like``.
+
+    torch/_inductor/template_heuristics/registry.py: template configs (mm, bmm,
+    addmm, ... for the Triton templates and aten choices) are looked up by
+    ``(template, device type[, op])``; a device type with no entry gets an empty
+    fallback and an error-level "No template heuristic found" log line on every
+    lookup, and max-autotune has no GEMM templates for it. flagos devices run
+    Triton like cuda (on the cuda accelerator, the same kernels), so they get
+    cuda's entries. The key layout differs across torch 2.11-2.13 (device type
+    second in each tuple), and lookups are cached (a dict in 2.13, a
+    functools.cache before): both are cleared. Returns the number of entries added.
+    """
+    try:
+        from torch._inductor.template_heuristics import registry
+    except ImportError:  # a torch without the registry: nothing to share
+        return 0
+    table = getattr(registry, "_TEMPLATE_HEURISTIC_REGISTRY", None)
+    if not isinstance(table, dict):
+        return 0
+    added = 0
+    for key, heuristic in list(table.items()):
+        if len(key) >= 2 and key[1] == like:
+            mirrored = (key[0], device_type, *key[2:])
+            if mirrored not in table:
+                table[mirrored] = heuristic
+                added += 1
+    cache = getattr(registry, "_HEURISTIC_CACHE", None)
+    if isinstance(cache, dict):
+        cache.clear()
+    for name in ("get_template_heuristic", "get_registered_heuristic_class"):
+        cache_clear = getattr(getattr(registry, name, None), "cache_clear", None)
+        if cache_clear is not None:
+            cache_clear()
+    return added
