@@ -359,7 +359,7 @@ def reduce_overhead_first_call(session, model, x, device, record, errors, timed)
 # Rounds of interleaved sampling: every (device, kind) is sampled in each round, so a drift of
 # the host's or the GPU's clocks during the run lands on all of them alike. Host-bound workloads
 # (Qwen3 at 1 x 512 in bf16, the small MLP) showed ratios that contradicted each other when each
-# device was timed in one block after the other (docs/results/h200.md, third session). Twenty
+# device was timed in one block after the other (docs/results/h200-log.md, third session). Twenty
 # short rounds rather than five long ones: the H200 host's slow spells last seconds and, with five,
 # still fell on one device's samples more than on the other's (fifth session).
 ROUNDS = 20
