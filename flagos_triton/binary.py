@@ -23,6 +23,12 @@ Layout (version 1)::
      "arg_names": [...], "signature": {arg: type}, "constants": [[path, ref]],
      "batch": {"ok": bool, "reason": str}, "debug": bool, "sanitize_overflow": bool,
      "triton_version": ...}
+
+A binary that does not parse or lacks a field is ``CorruptBinary``. In Triton's file cache
+such a binary is a cache miss: ``install_cache_check`` (called when the flagos compiler is
+created) makes the cache lookup check every cached ``.flagosbin``, warn with the file's
+path, remove the entry and let Triton compile the kernel again, as inductor does with its
+own corrupt cache entries.
 """
 
 from __future__ import annotations
@@ -31,8 +37,10 @@ import ast
 import hashlib
 import importlib
 import json
+import os
 import threading
 import types
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -42,6 +50,14 @@ FORMAT_VERSION = 1
 
 class BinaryError(RuntimeError):
     pass
+
+
+class CorruptBinary(BinaryError):
+    """The bytes are not a well-formed flagos host binary (a damaged cache file)."""
+
+
+class CorruptCacheWarning(UserWarning):
+    """A cached flagos kernel was damaged; it is compiled again."""
 
 
 # ---------------------------------------------------------------------------------
@@ -295,26 +311,134 @@ class _LazyFunction:
         return self.namespace[self.name](*args, **kwargs)
 
 
+# field: type(s) of its value; checked before anything is built from a binary
+_FIELDS = {
+    "name": str,
+    "entry": int,
+    "functions": list,
+    "arg_names": list,
+    "signature": dict,
+    "constants": list,
+    "batch": dict,
+    "debug": bool,
+    "sanitize_overflow": bool,
+}
+_FUNCTION_FIELDS = {"name": str, "src": str, "filename": str, "lineno": int, "globals": dict}
+
+
+def parse(data) -> dict:
+    """The binary's JSON document, checked field by field; CorruptBinary otherwise."""
+
+    def corrupt(why: str) -> CorruptBinary:
+        return CorruptBinary(f"corrupt flagos host binary: {why}")
+
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    try:
+        doc = json.loads(bytes(data).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise corrupt(f"not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise corrupt(f"a JSON {type(doc).__name__}, not an object")
+    if doc.get("format") != FORMAT or doc.get("version") != FORMAT_VERSION:
+        raise corrupt(
+            f"format {doc.get('format')!r} version {doc.get('version')!r}, expected {FORMAT!r} version {FORMAT_VERSION}"
+        )
+    for table, fields in [(doc, _FIELDS)] + [(f, _FUNCTION_FIELDS) for f in doc.get("functions") or ()]:
+        if not isinstance(table, dict):
+            raise corrupt("a function entry is not an object")
+        for field, kind in fields.items():
+            if not isinstance(table.get(field), kind):
+                raise corrupt(f"field {field!r} is missing or not a {kind.__name__}")
+    if not 0 <= doc["entry"] < len(doc["functions"]):
+        raise corrupt(f"entry {doc['entry']} is not one of its {len(doc['functions'])} functions")
+    return doc
+
+
+def _problem_with_file(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            parse(f.read())
+    except CorruptBinary as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    return None
+
+
+def _checked_cache_manager(base: type) -> type:
+    """`base` (Triton's FileCacheManager) whose group lookup turns a damaged flagos binary
+    into a miss. Groups without a flagos binary behave exactly as in `base`."""
+
+    class FlagosCheckedCacheManager(base):
+        def get_group(self, filename):
+            group = super().get_group(filename)
+            for child, path in (group or {}).items():
+                if not child.endswith(".flagosbin"):
+                    continue
+                problem = _problem_with_file(path)
+                if problem is None:
+                    continue
+                warnings.warn(
+                    f"flagos: corrupt cached kernel {path} ({problem}); removed it, compiling the kernel again",
+                    CorruptCacheWarning,
+                    stacklevel=2,
+                )
+                for stale in [*group.values(), self._make_path(f"__grp__{filename}")]:
+                    try:
+                        os.unlink(stale)
+                    except OSError:
+                        pass  # gone already (another process), or read-only: the miss still holds
+                return None
+            return group
+
+    return FlagosCheckedCacheManager
+
+
+def install_cache_check() -> None:
+    """Check cached flagos binaries at Triton's cache lookup (once per process).
+
+    Upstream: triton/runtime/cache.py get_cache_manager() builds `knobs.cache.manager_class
+    or FileCacheManager` for every lookup of triton.compiler.compiler.compile. A manager the
+    user chose (TRITON_CACHE_MANAGER, a remote cache) is left alone; a damaged binary is then
+    still a CorruptBinary error that names the fix, never a bare JSONDecodeError."""
+    try:
+        from triton import knobs
+        from triton.runtime.cache import FileCacheManager
+    except ImportError:  # a Triton without knobs: nothing to hook
+        return
+    try:
+        current = knobs.cache.manager_class
+    except AttributeError:  # a Triton without this knob
+        return
+    except RuntimeError:  # a TRITON_CACHE_MANAGER that does not import: Triton reports it itself
+        return
+    if current is None:
+        knobs.cache.manager_class = _checked_cache_manager(FileCacheManager)
+
+
 _loaded: "OrderedDict[str, HostProgram]" = OrderedDict()
 _loaded_lock = threading.Lock()
 _MAX_LOADED = 512
 
 
 def load(data) -> HostProgram:
+    """The program of a binary (cached per content); CorruptBinary for damaged bytes."""
     if isinstance(data, str):
-        data = data.encode("utf-8")
+        data = data.encode("utf-8", "surrogatepass")
     key = hashlib.sha256(data).hexdigest()
     with _loaded_lock:
         program = _loaded.get(key)
         if program is not None:
             _loaded.move_to_end(key)
             return program
-    doc = json.loads(data.decode("utf-8"))
-    if doc.get("format") != FORMAT or doc.get("version") != FORMAT_VERSION:
-        raise BinaryError(f"not a flagos host binary of version {FORMAT_VERSION}")
+    doc = parse(data)
     loader = _Loader(doc)
-    fn = loader.function(doc["entry"])
-    constants = {tuple(path): loader.value(ref) for path, ref in doc["constants"]}
+    try:
+        fn = loader.function(doc["entry"])
+        constants = {tuple(path): loader.value(ref) for path, ref in doc["constants"]}
+    except (KeyError, TypeError, IndexError) as exc:  # a reference of the wrong shape
+        raise CorruptBinary(f"corrupt flagos host binary {doc['name']!r}: {type(exc).__name__}: {exc}") from None
     program = HostProgram(
         name=doc["name"],
         fn=fn,

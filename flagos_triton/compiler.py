@@ -173,6 +173,9 @@ class FlagosBackend(BaseBackend):
     def __init__(self, target: GPUTarget) -> None:
         super().__init__(target)
         self.binary_ext = BINARY_EXT
+        from . import binary
+
+        binary.install_cache_check()  # a damaged cached binary is a miss, not a broken compile
 
     def get_target_name(self, options) -> str:
         return f"{BACKEND_NAME}:{self.target.arch}"

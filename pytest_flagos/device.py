@@ -39,19 +39,24 @@ class ResolvedDevice:
         return getattr(torch, self.device.type, None)
 
     def properties(self) -> dict[str, Any]:
-        """The device's properties as plain JSON-able values (empty when unavailable)."""
+        """The device's properties as plain JSON-able values (empty when unavailable):
+        torch.<device>.get_device_properties() where the module has it, completed by what
+        the generic torch APIs tell (device count, name, capability, memory)."""
         if not self.available:
             return {}
         if self.type == "cpu":
             return _cpu_properties()
+        index = self.device.index if self.device.index is not None else 0
+        props: dict[str, Any] = {}
         get_props = getattr(self.module, "get_device_properties", None)
-        if get_props is None:
-            return {}
-        try:
-            props = get_props(self.device.index if self.device.index is not None else 0)
-        except Exception as exc:  # a vendor module may not implement it yet
-            return {"error": f"{type(exc).__name__}: {exc}"}
-        return _plain_attributes(props)
+        if get_props is not None:
+            try:
+                props = _plain_attributes(get_props(index))
+            except Exception as exc:  # a vendor module may not implement it yet
+                props = {"error": f"{type(exc).__name__}: {exc}"}
+        for key, value in _generic_properties(self.device, self.module, index).items():
+            props.setdefault(key, value)
+        return props
 
     def name(self) -> str:
         return str(self.properties().get("name") or self.type)
@@ -78,6 +83,70 @@ def _cpu_properties() -> dict[str, Any]:
     if get_capability is not None:
         props["capability"] = get_capability()
     return props
+
+
+def _accelerator_api(device_type: str) -> Any:
+    """torch.accelerator (torch >= 2.6) when it speaks for this device type, else None."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    current = getattr(accelerator, "current_accelerator", None)
+    try:
+        active = current() if current is not None else None
+    except Exception:
+        return None
+    return accelerator if active is not None and active.type == device_type else None
+
+
+def _first_answer(calls: list[tuple[Any, str, tuple[Any, ...]]]) -> Any:
+    """The result of the first `owner.name(*args)` that exists and answers; None otherwise."""
+    for owner, name, args in calls:
+        fn = getattr(owner, name, None) if owner is not None else None
+        if fn is None:
+            continue
+        try:
+            return fn(*args)
+        except Exception:  # not supported by this backend ("is not a DeviceAllocator", ...)
+            continue
+    return None
+
+
+def _generic_properties(device: Any, module: Any, index: int) -> dict[str, Any]:
+    """What torch's device-generic APIs tell about a device: torch.accelerator first (for
+    the process's accelerator), the torch.<device> module's cuda-shaped functions second.
+    Every name is looked up: the set differs between torch 2.11 and 2.13 and between
+    devices."""
+    accelerator = _accelerator_api(device.type)
+    out: dict[str, Any] = {}
+    answers = {
+        "device_count": _first_answer([(accelerator, "device_count", ()), (module, "device_count", ())]),
+        "name": _first_answer([(module, "get_device_name", (index,))]),
+        "capability": _first_answer(
+            [(accelerator, "get_device_capability", (index,)), (module, "get_device_capability", (index,))]
+        ),
+        "memory_info": _first_answer([(accelerator, "get_memory_info", (index,)), (module, "mem_get_info", (index,))]),
+        "memory_allocated": _first_answer(
+            [(accelerator, "memory_allocated", (index,)), (module, "memory_allocated", (index,))]
+        ),
+        "memory_reserved": _first_answer(
+            [(accelerator, "memory_reserved", (index,)), (module, "memory_reserved", (index,))]
+        ),
+    }
+    memory_info = answers.pop("memory_info")
+    if isinstance(memory_info, (tuple, list)) and len(memory_info) == 2:
+        out["memory_free"], out["total_memory"] = (int(v) for v in memory_info)
+    for key, value in answers.items():
+        if value is None:
+            continue
+        if isinstance(value, (bool, int, float, str)):
+            out[key] = value
+        elif isinstance(value, (tuple, list)):
+            out[key] = [v if isinstance(v, (bool, int, float, str)) else str(v) for v in value]
+        elif isinstance(value, dict):
+            out[key] = {str(k): v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in value.items()}
+        else:
+            out[key] = str(value)
+    return out
 
 
 def _plain_attributes(obj: Any) -> dict[str, Any]:

@@ -77,9 +77,17 @@ class Expectations:
             if any(entry.matches(nodeid) for nodeid in ids):
                 continue
             in_scope = any(p == entry.path or p.startswith(entry.path.rstrip("/") + "/") for p in collected_paths)
-            if in_scope or not (rootdir / entry.path).exists():
+            if in_scope or not _exists(rootdir / entry.path):
                 out.append(entry)
         return out
+
+
+def _exists(path: Path) -> bool:
+    """Path.exists() for any text: a name too long for the file system does not exist."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # ENAMETOOLONG, an embedded NUL
+        return False
 
 
 def _toml_loads(text: str) -> Any:
@@ -94,9 +102,15 @@ def load(path: Path) -> Expectations:
     """Parse the file; any problem is a usage error with one clear line."""
     where = f"flagos: expectations file {path}"
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise pytest.UsageError(f"{where} cannot be read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")  # TOML is UTF-8 by definition
+    except UnicodeDecodeError as exc:
+        raise pytest.UsageError(
+            f"{where} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        ) from None
     try:
         data = _toml_loads(text)
     except Exception as exc:  # tomllib.TOMLDecodeError

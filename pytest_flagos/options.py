@@ -57,7 +57,7 @@ OPTIONS = (
     Option(
         "--flagos-report",
         "FLAGOS_REPORT",
-        "write a JSON conformance report to PATH and a Markdown summary beside it.",
+        "write a JSON conformance report to PATH (not .md) and a Markdown summary beside it (PATH with .md).",
         kind="path",
         metavar="PATH",
     ),
@@ -78,7 +78,7 @@ OPTIONS = (
     Option(
         "--flagos-compile-threads",
         "FLAGOS_COMPILE_THREADS",
-        "inductor compile threads (size of the compile worker pool); default: inductor's.",
+        "inductor compile threads (size of the compile worker pool), 1 to max(32, 4 x CPU count); default: inductor's.",
         kind="int",
         metavar="N",
     ),
@@ -153,6 +153,14 @@ def _as_bool(raw: Any, where: str) -> bool:
     raise pytest.UsageError(f"flagos: {where}={raw!r} is not a boolean (use 1/0, true/false)")
 
 
+def max_compile_threads() -> int:
+    """The most compile workers a run may ask for. Each worker is a Python process with torch
+    imported (hundreds of MiB): beyond a few per core they only cost memory, and compiles do
+    not get faster. Never below 32 (inductor's own default ceiling), so a CI setting that
+    is valid on one machine stays valid on a smaller one."""
+    return max(32, 4 * (os.cpu_count() or 1))
+
+
 def _as_int(raw: Any, where: str) -> int:
     try:
         value = int(str(raw).strip())
@@ -160,7 +168,30 @@ def _as_int(raw: Any, where: str) -> int:
         raise pytest.UsageError(f"flagos: {where}={raw!r} is not an integer") from None
     if value < 1:
         raise pytest.UsageError(f"flagos: {where}={value} must be at least 1")
+    cap = max_compile_threads()
+    if value > cap:
+        raise pytest.UsageError(
+            f"flagos: {where}={value} is too many compile workers: at most {cap} "
+            f"(max(32, 4 x {os.cpu_count() or 1} CPUs)) on this machine"
+        )
     return value
+
+
+def _as_string(raw: Any, where: str) -> str:
+    value = str(raw).strip()
+    if not value:
+        raise pytest.UsageError(f"flagos: {where} is empty; give a value or leave the option out")
+    return value
+
+
+def _as_path(raw: Any, where: str, base: Path) -> Path:
+    text = str(raw).strip()
+    if not text:
+        raise pytest.UsageError(f"flagos: {where} is empty; give a path or leave the option out")
+    try:
+        return (base / Path(text)).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an embedded NUL
+        raise pytest.UsageError(f"flagos: {where}={text!r} is not a usable path: {exc}") from None
 
 
 def _as_choice(raw: Any, where: str) -> str:
@@ -174,8 +205,8 @@ def _as_choice(raw: Any, where: str) -> str:
 
 
 _CONVERTERS: dict[str, Callable[[Any, str, Path], Any]] = {
-    "string": lambda raw, where, base: str(raw).strip() or None,
-    "path": lambda raw, where, base: (base / Path(str(raw).strip())).resolve(),
+    "string": lambda raw, where, base: _as_string(raw, where),
+    "path": _as_path,
     "bool": lambda raw, where, base: _as_bool(raw, where),
     "int": lambda raw, where, base: _as_int(raw, where),
     "choice": lambda raw, where, base: _as_choice(raw, where),

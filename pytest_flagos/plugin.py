@@ -60,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from . import profiles
 
     settings = options.read_settings(config)
+    _check_output_paths(config, settings)
     resolved = device_mod.resolve_device(settings.device, settings.device_module)
     if not resolved.available and settings.strict:
         raise pytest.UsageError(f"flagos: {resolved.unavailable_reason} (--flagos-strict)")
@@ -77,6 +78,21 @@ def pytest_configure(config: pytest.Config) -> None:
 
         # under xdist only the controller writes the report, from the workers' reports
         config.pluginmanager.register(ReportCollector(settings.report, current, config), "flagos-report")
+
+
+def _check_output_paths(config: pytest.Config, settings: options.Settings) -> None:
+    """A report or repro path that cannot be written, or would overwrite an input, is a
+    usage error now rather than a traceback after the run."""
+    if not settings.report and not settings.repro_dir:
+        return
+    from . import output_paths
+
+    inputs = output_paths.run_inputs(config, settings.expectations)
+    if settings.repro_dir:
+        output_paths.check_repro_dir(settings.repro_dir, inputs)
+    if settings.report:
+        repro_dir = [(settings.repro_dir, "the repro directory (--flagos-repro-dir)")]
+        output_paths.check_report_path(settings.report, inputs + repro_dir)
 
 
 def _apply_worker_settings(settings: options.Settings) -> None:

@@ -6,6 +6,10 @@ import pytest
 
 from plugin_helpers import load_report
 
+# imported here, not inside a test: pytester drops modules a test imported when it ends, and
+# torch cannot be imported a second time in one process
+torch = pytest.importorskip("torch")
+
 STREAMS = """
 import pytest
 
@@ -128,7 +132,8 @@ def test_report_contents(run_pytest, pytester):
     assert "| area | passed | failed | error | xfailed | xpassed | skipped | total |" in markdown
     assert "| streams | 1 | 1 | 0 | 1 | 1 | 0 | 4 |" in markdown
     assert "| **all** | **3** | **1** | **1** | **2** | **1** | **1** | **9** |" in markdown
-    assert "- `test_streams.py::test_wait` (streams, failed): AssertionError: event never completed" in markdown
+    assert "## Failures by cause" in markdown
+    assert "- **1x** `AssertionError: event never completed` (1 failed): `test_streams.py::test_wait`" in markdown
     assert "## Expected failures that passed" in markdown
 
 
@@ -157,3 +162,115 @@ def test_area_marker_needs_a_name(run_pytest, pytester):
     result = run_pytest("--flagos-device=cpu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "@pytest.mark.flagos_area needs a name" in result.stderr.str()
+
+
+CAUSES = """
+import pytest
+
+@pytest.mark.parametrize("n", [4, 6, 9])
+def test_shape(n):
+    raise AssertionError(f"output: compiled ({n}, 8) torch.float32, eager [{n}, 9]\\nIR dump {n} " + "x" * 400)
+
+@pytest.mark.parametrize("n", range(2))
+def test_object(n):
+    raise RuntimeError(f"stream {object()!r} was not recorded")
+
+def test_long():
+    raise ValueError("inductor " + "lowering " * 60 + "failed")
+
+@pytest.fixture
+def broken():
+    raise KeyError("acme")
+
+def test_setup(broken):
+    pass
+"""
+
+
+def test_failures_are_grouped_by_cause(run_pytest, pytester):
+    pytester.makepyfile(test_causes=CAUSES)
+    result = run_pytest("--flagos-device=cpu", "--flagos-report=r.json")
+    result.assert_outcomes(failed=6, errors=1)
+    causes = load_report(pytester.path / "r.json")["causes"]
+    shape, obj = causes[0], causes[1]  # most frequent first
+    assert shape == {
+        "cause": "AssertionError: output: compiled (N, N) torch.float32, eager [N, N]",
+        "count": 3,
+        "outcomes": {"failed": 3},
+        "tests": [f"test_causes.py::test_shape[{n}]" for n in (4, 6, 9)],
+    }
+    assert obj["cause"] == "RuntimeError: stream <object object at 0x...> was not recorded"
+    assert obj["count"] == 2
+    long_text = next(c["cause"] for c in causes if c["cause"].startswith("ValueError"))
+    assert len(long_text) <= 200 and long_text.endswith("lowering...")  # cut at a word boundary
+    assert {
+        "cause": "KeyError: 'acme'",
+        "count": 1,
+        "outcomes": {"error": 1},
+        "tests": ["test_causes.py::test_setup"],
+    } in causes
+    assert len(causes) == 4
+
+    markdown = (pytester.path / "r.md").read_text()
+    assert (
+        "- **3x** `AssertionError: output: compiled (N, N) torch.float32, eager [N, N]` (3 failed): "
+        "`test_causes.py::test_shape[4]`, `test_causes.py::test_shape[6]`, `test_causes.py::test_shape[9]`"
+    ) in markdown
+    assert "IR dump" not in markdown
+
+
+WARNINGS = """
+import warnings
+import pytest
+
+@pytest.mark.parametrize("n", range(12))
+def test_seed(n):
+    warnings.warn(f"manual_seed is ignored on this device (generator at {hex(id(object()))})")
+
+@pytest.mark.parametrize("n", range(3))
+def test_rare(n):
+    warnings.warn("rarely seen", DeprecationWarning)
+"""
+
+
+@pytest.mark.parametrize("extra", [(), ("-n", "2")], ids=["serial", "xdist"])
+def test_warnings_that_repeat_are_flagged(run_pytest, pytester, extra):
+    pytester.makepyfile(test_warns=WARNINGS)
+    result = run_pytest("--flagos-device=cpu", "--flagos-report=r.json", *extra)
+    result.assert_outcomes(passed=15, warnings=15)
+    warnings = load_report(pytester.path / "r.json")["warnings"]
+    assert warnings["total"] == 15 and warnings["distinct"] == 2
+    assert warnings["repeated"] == [
+        {
+            "category": "UserWarning",
+            "message": "manual_seed is ignored on this device (generator at 0x...)",
+            "count": 12,
+            "tests": 12,
+        }
+    ]
+    markdown = (pytester.path / "r.md").read_text()
+    assert "## Warnings repeated 10 times or more" in markdown
+    assert (
+        "- **12x** in 12 test(s): UserWarning: `manual_seed is ignored on this device (generator at 0x...)`" in markdown
+    )
+    assert "rarely seen" not in markdown
+
+
+NO_DEVICE_PROPERTIES = """
+import torch
+del torch.flagos.get_device_properties  # a device module without it, like many vendors' at first
+"""
+
+
+def test_device_properties_come_from_generic_apis_when_the_module_lacks_them(run_pytest, pytester):
+    if not hasattr(torch, "flagos"):
+        pytest.skip("torch_fl is not loaded in this environment")
+    pytester.makepyfile(bare_device=NO_DEVICE_PROPERTIES)
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = run_pytest("--flagos-device=flagos", "--flagos-device-module=bare_device", "--flagos-report=r.json")
+    result.assert_outcomes(passed=1)
+    props = load_report(pytester.path / "r.json")["device"]["properties"]
+    assert props["device_count"] == torch.flagos.device_count()
+    assert props["name"] == torch.flagos.get_device_name(0)
+    assert props["total_memory"] > 0 and "memory_free" in props
+    assert "device properties: " in (pytester.path / "r.md").read_text()
