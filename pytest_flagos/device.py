@@ -120,13 +120,9 @@ def _privateuse1_name() -> str | None:
     return None if name == "privateuseone" else name
 
 
-def _try_autoload_flagos() -> str | None:
-    """torch autoloads torch_fl through its torch.backends entry point once the project
-    is installed; from a source checkout it may not have. Returns an import error text."""
-    import torch
-
-    if hasattr(torch, "flagos"):
-        return None
+def _load_flagos() -> str | None:
+    """Load torch_fl for a run on flagos: torch's entry point only arms it (flagos_autoload),
+    and from a source checkout it may not be installed at all. Returns the import error."""
     try:
         importlib.import_module("torch_fl")
     except Exception as exc:
@@ -158,7 +154,7 @@ def resolve_device(spec: str, device_module: str | None = None) -> ResolvedDevic
 
     autoload_error = None
     if name == "flagos":
-        autoload_error = _try_autoload_flagos()
+        autoload_error = _load_flagos()
     known = set(BUILTIN_DEVICE_TYPES)
     private = _privateuse1_name()
     if private:
