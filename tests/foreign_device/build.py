@@ -4,8 +4,8 @@
 
 torch.utils.cpp_extension with ninja; the object file stays in build/fdev/ at the
 repository root, so a rebuild with unchanged sources costs only the up-to-date check.
-``build()`` is what the tests call: one build at a time (a file lock), in a subprocess
-that loads neither fdev nor any other device.
+One build at a time (a file lock). ``build()`` is what the tests call: the build in a
+subprocess that loads neither fdev nor any other device.
 """
 
 from __future__ import annotations
@@ -30,11 +30,8 @@ def built_extension() -> Path | None:
 
 def build() -> Path:
     """Build (or find up to date) fdev._C; returns the directory to put on sys.path."""
-    BUILD_TEMP.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
-    with open(BUILD_TEMP / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        proc = subprocess.run([sys.executable, str(Path(__file__))], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, str(Path(__file__))], capture_output=True, text=True, env=env)
     if proc.returncode != 0 or built_extension() is None:
         raise RuntimeError(
             f"building fdev._C failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
@@ -48,6 +45,9 @@ def main() -> None:
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
     os.chdir(HERE)
+    BUILD_TEMP.mkdir(parents=True, exist_ok=True)
+    lock = open(BUILD_TEMP / "lock", "w")  # one build at a time (pytest-xdist workers, shells)
+    fcntl.flock(lock, fcntl.LOCK_EX)
     setup(
         name="fdev",
         ext_modules=[CppExtension("fdev._C", ["fdev/csrc/fdev.cpp"], extra_compile_args=["-O1"])],
