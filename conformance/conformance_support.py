@@ -17,9 +17,11 @@ from typing import Any, Iterable
 import pytest
 
 # Where a vendor looks when a check fails (generic hook; this repository's file after "flagos:").
+# Every file named here exists in this repository (tests/test_conformance_hints.py).
 WHERE = {
     "module": "the device module torch.<device> (torch._register_device_module; flagos: torch_fl/flagos/)",
-    "guard": "the device's c10 DeviceGuardImpl: streams, events, device switching (flagos: csrc/runtime/streams.cpp)",
+    "guard": "the device's c10 DeviceGuardImpl: streams, events, synchronize, device switching "
+    "(torch.Stream, torch.Event and torch.accelerator reach it; flagos: csrc/runtime/streams.cpp)",
     "copies": "the device's copy kernels (aten::_copy_from / copy_ between host and device "
     "and between devices; flagos: csrc/aten/ops.cpp)",
     "allocator": "the device's caching allocator and its stats API "
@@ -29,16 +31,15 @@ WHERE = {
     "(flagos: csrc/accelerator/host/, torch_fl/compile/device_interface.py)",
     "interface": "the inductor DeviceInterface registered with "
     "torch._dynamo.device_interface.register_interface_for_device "
-    "(flagos: torch_fl/compile/device_interface.py); design.md 'torch.compile "
-    "integration'",
-    "event": "the device's Event class as the DeviceInterface exposes it (design.md 'Event "
-    "lineage': an Event deriving from the CPU wheel's dummy torch.cuda.Event cannot be "
-    "built; flagos: torch_fl/flagos/streams.py)",
+    "(flagos: torch_fl/compile/device_interface.py; docs/architecture.md, 'A compiled graph on flagos')",
+    "event": "the device's Event class as the DeviceInterface exposes it (an Event deriving from the "
+    "CPU wheel's dummy torch.cuda.Event cannot be built; docs/vendor-guide.md, 'Tried to instantiate "
+    "dummy base class Event'; flagos: torch_fl/flagos/streams.py)",
     "benchmarker": "inductor's benchmarker for the device type (torch 2.13 "
     "torch._inductor.runtime.benchmarking.register_benchmarker; older torch: "
     "Benchmarker.benchmark falls back to 'cuda' events) "
     "(flagos: torch_fl/compile/_inductor_adapter.py)",
-    "codegen": "the device's inductor registration: register_backend_for_device "
+    "codegen": "the device's inductor registration in this process: register_backend_for_device "
     "(scheduling + wrapper codegen), register_device_op_overrides, GPU_TYPES "
     "(flagos: torch_fl/compile/__init__.py, scheduling.py, op_overrides.py)",
     "raw_stream": "DeviceInterface.get_raw_stream and the DeviceOpOverrides' "
@@ -51,8 +52,8 @@ WHERE = {
     "workers": "inductor's compile workers (torch._inductor.async_compile, "
     "compile_worker/): a bare `python -m torch._inductor.compile_worker` must see "
     "the device through the torch.backends / triton.backends entry points "
-    "(flagos: torch_fl/compile/workers.py, pyproject.toml); design.md 'Compile "
-    "workers'",
+    "(flagos: torch_fl/compile/workers.py, flagos_autoload/, pyproject.toml; docs/vendor-guide.md, "
+    "'Could not find an active GPU backend')",
     "triton": "the device's Triton back end (driver active, compiler, launcher) (flagos: flagos_triton/)",
     "fake": "the op's fake/meta kernel vs the device's real kernel: inductor plans buffers "
     "with the fake tensor's strides, so the real kernel must produce exactly those "
@@ -63,10 +64,9 @@ WHERE = {
     "DeviceProperties, its Triton back end's binaries)",
     "dynamic": "dynamo's dynamic shapes (mark_dynamic, automatic_dynamic_shapes) and the "
     "device's codegen for symbolic sizes",
-    "compiled": "compiled vs eager on the device: the generated kernels (TORCH_LOGS=output_code "
-    "prints them; --flagos-repro-dir=DIR writes a standalone repro), the device's "
-    "inductor codegen and op overrides, its Triton back end, and its eager kernels "
-    "(the reference) (flagos: torch_fl/compile/, flagos_triton/, csrc/aten/ops.cpp)",
+    "compiled": "the compiled code: the generated kernels (TORCH_LOGS=output_code prints them; "
+    "--flagos-repro-dir=DIR writes a standalone repro), the device's inductor codegen and op "
+    "overrides, its Triton back end (flagos: torch_fl/compile/, flagos_triton/)",
     "eager": "the device's eager kernels (flagos: the boxed alias fallback in csrc/aten/ops.cpp)",
 }
 
@@ -107,18 +107,38 @@ def device_index(device: Any) -> int:
 
 
 def device_module(device: Any) -> Any:
-    import torch
+    """torch.<device type> (torch.get_device_module), or None: only the device module's
+    extras are read from it; the runtime API is found by pytest_flagos.device_api."""
+    from pytest_flagos import device_api
 
-    module = getattr(torch, device.type, None)
-    if module is None:
-        fail(f"torch.{device.type} does not exist: the device registered no Python module", "module")
-    return module
+    return device_api.device_module(device.type)
 
 
-def require_codegen(capabilities: Any, *kinds: str, why: str) -> None:
-    """Skip (with the reason) unless the manifest's codegen is one of `kinds`."""
-    if capabilities.codegen not in kinds:
-        pytest.skip(f"capability manifest: codegen is {capabilities.codegen!r}, not {'/'.join(kinds)}: {why}")
+_COMPILE_FRAMES = ("/torch/_dynamo/", "/torch/_inductor/", "/torch/_functorch/")
+
+
+def blame(exc: BaseException) -> tuple[str, ...]:
+    """The "where to look" topics for an exception of a compiled-vs-eager check, from
+    evidence: the oracle's own verdict (CompiledMismatch says whether eager matches the
+    reference; NotCompiledError that dynamo fell back), else where it was raised (in a
+    compile worker, while compiling in this process, or by the eager kernels)."""
+    import traceback
+
+    name = type(exc).__name__
+    text = str(exc)
+    if name == "CompiledMismatch":
+        return ("compiled",) if "eager itself is within tolerance" in text else ("compiled", "eager")
+    if name == "NotCompiledError":
+        return ("backend", "codegen")
+    if "raised in a compile worker" in text or "SubprocException" in text:
+        return ("workers", "triton")
+    frames = traceback.extract_tb(exc.__traceback__)
+    if any(marker in frame.filename for frame in frames for marker in _COMPILE_FRAMES) or name in (
+        "InductorError",
+        "BackendCompilerFailed",
+    ):
+        return ("codegen", "compiled")
+    return ("eager",)
 
 
 def generated_sources(inductor_dir: Path) -> list[tuple[Path, str]]:

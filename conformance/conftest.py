@@ -11,38 +11,37 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from conformance_support import blame, fail, hint
 from conformance_support import device_module as _device_module
-from conformance_support import fail
+
+from pytest_flagos import device_api
+from pytest_flagos.requirements import require
 
 
 @pytest.fixture(scope="session")
 def device_module(flagos_device: Any) -> Any:
-    """torch.<device type>: torch.cuda, torch.flagos, torch.cpu, ..."""
+    """torch.<device type> (torch.cuda, torch.flagos, ...), or None: its extras only."""
     return _device_module(flagos_device)
 
 
 @pytest.fixture(scope="session")
 def device_interface(flagos_device: Any) -> Any:
-    """The inductor DeviceInterface registered for the device type."""
-    import torch._dynamo  # noqa: F401  (devices may register their interface on this import)
+    """The inductor DeviceInterface registered for the device type (skips, naming the
+    capability, where the device has none)."""
+    require("device_interface")
     from torch._dynamo.device_interface import get_interface_for_device
 
-    try:
-        return get_interface_for_device(flagos_device.type)
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    fail(
-        f"inductor has no DeviceInterface for {flagos_device.type!r}: get_interface_for_device raised {error}",
-        "interface",
-    )
+    return get_interface_for_device(flagos_device.type)
 
 
 @pytest.fixture(scope="session")
-def device_count(flagos_device: Any, device_module: Any) -> int:
-    count = getattr(device_module, "device_count", None)
-    if count is None:
-        fail(f"torch.{flagos_device.type} has no device_count()", "module")
-    return int(count())
+def device_count(flagos_device: Any) -> int:
+    """torch.accelerator.device_count() where the device is the accelerator, else the module's."""
+    try:
+        return device_api.device_count(flagos_device)
+    except device_api.MissingAPI as exc:
+        message = str(exc)
+    fail(f"the device count cannot be read: {message}", "module", "guard")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,28 +56,40 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.log_level = "WARNING"
 
 
+# A worker pool failure names where it was raised (pytest_flagos.workers): in a compile
+# worker, or in this process while compiling (the device's inductor registration), or the
+# pool itself did not start.
+_POOL_BLAME = (
+    ("raised in a compile worker", ("workers", "triton")),
+    ("raised in this process", ("codegen", "compiled")),
+)
+
+
 @pytest.fixture
 def proven_workers(request: pytest.FixtureRequest) -> Any:
     """The plugin's compile_workers (pool forced up, proven to serve compiles), with
     'where to look' added when it cannot be started or proven."""
+    require("inductor")
     try:
         return request.getfixturevalue("compile_workers")
     except pytest.fail.Exception as exc:
         message = str(exc)
-    fail(message, "workers", "triton")
+    first_line = message.splitlines()[0] if message else ""
+    topics = next((topics for marker, topics in _POOL_BLAME if marker in first_line), ("workers",))
+    fail(message, *topics)
 
 
 @pytest.fixture
 def assert_compiles_like_eager(assert_compiles_like_eager: Any) -> Any:
-    """The plugin's compiled-vs-eager oracle; a failure gets a 'where to look' note."""
-    from conformance_support import hint
+    """The plugin's compiled-vs-eager oracle; a failure gets a 'where to look' note chosen
+    from the evidence (conformance_support.blame)."""
 
     def check(*args: Any, **kwargs: Any) -> Any:
         try:
             return assert_compiles_like_eager(*args, **kwargs)
         except Exception as exc:
             if hasattr(exc, "add_note"):
-                exc.add_note(hint("compiled"))
+                exc.add_note(hint(*blame(exc)))
             raise
 
     return check

@@ -1,6 +1,10 @@
 """Allocator: statistics exist and return to baseline after frees, peak and cache behave,
 out-of-memory raises torch.OutOfMemoryError where the device supports a limit, and repeated
-compiles do not leak device memory."""
+compiles do not leak device memory.
+
+The statistics are torch.accelerator's (torch.accelerator.memory_allocated ..., the
+device's c10 DeviceAllocator) where the device is the process's accelerator and its
+allocator has them, else the device module's (torch.cuda-shaped extras)."""
 
 from __future__ import annotations
 
@@ -10,18 +14,31 @@ import pytest
 import torch
 from conformance_support import assert_close, bullet, device_index, fail, run_python, tail
 
-pytestmark = pytest.mark.flagos_area("allocator")
+from pytest_flagos import device_api
 
-STATS_API = (
-    "memory_allocated",
-    "memory_reserved",
-    "max_memory_allocated",
-    "reset_peak_memory_stats",
-    "empty_cache",
-    "memory_stats",
-)
+pytestmark = [pytest.mark.flagos_area("allocator"), pytest.mark.requires("memory_stats")]
+
+STATS_API = device_api.MEMORY_FUNCTIONS
 STATS_KEYS = ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current", "num_ooms")
 MiB = 1 << 20
+
+
+class _Memory:
+    """The device's memory functions (device_api.memory_function), as attributes."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def __getattr__(self, name):
+        return device_api.memory_function(self.device, name)
+
+    def synchronize(self):
+        device_api.synchronize(self.device)
+
+
+@pytest.fixture
+def memory(flagos_device):
+    return _Memory(flagos_device)
 
 
 def _allocated(module, index):
@@ -30,28 +47,33 @@ def _allocated(module, index):
     return module.memory_allocated(index)
 
 
-def test_stats_api_exists(flagos_device, device_module):
-    missing = [name for name in STATS_API if not callable(getattr(device_module, name, None))]
+def test_stats_api_exists(flagos_device, memory):
+    missing = []
+    for name in STATS_API:
+        try:
+            getattr(memory, name)
+        except device_api.MissingAPI as exc:
+            missing.append(f"{name} ({exc})")
     if missing:
         fail(
-            f"torch.{flagos_device.type} lacks {', '.join(missing)} (torch.cuda has them; "
+            f"the memory statistics of {flagos_device.type!r} lack {', '.join(missing)} (torch.cuda has them; "
             "inductor and users read memory through them)",
             "allocator",
         )
-    stats = device_module.memory_stats(device_index(flagos_device))
+    stats = memory.memory_stats(device_index(flagos_device))
     absent = [key for key in STATS_KEYS if key not in stats]
     if absent:
         fail(f"memory_stats() lacks {', '.join(absent)} (keys as in torch.cuda.memory_stats)", "allocator")
 
 
-def test_stats_return_to_baseline_after_frees(flagos_device, device_module):
+def test_stats_return_to_baseline_after_frees(flagos_device, memory):
     index = device_index(flagos_device)
-    base = _allocated(device_module, index)
+    base = _allocated(memory, index)
     tensors = [torch.empty(1000 + 37 * i, device=flagos_device) for i in range(12)]
     tensors.append(torch.randn(256, 1024, device=flagos_device).sort(dim=-1).values)
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
-    allocated = _allocated(device_module, index)
-    reserved = device_module.memory_reserved(index)
+    allocated = _allocated(memory, index)
+    reserved = memory.memory_reserved(index)
     problems = []
     if allocated < base + nbytes:
         problems.append(
@@ -61,33 +83,33 @@ def test_stats_return_to_baseline_after_frees(flagos_device, device_module):
     if reserved < allocated:
         problems.append(f"memory_reserved {reserved} < memory_allocated {allocated}")
     del tensors
-    after = _allocated(device_module, index)
+    after = _allocated(memory, index)
     if after != base:
         problems.append(f"after freeing everything memory_allocated is {after}, baseline {base}")
     if problems:
         fail("allocator statistics are wrong:\n" + bullet(problems), "allocator")
 
 
-def test_peak_reset_and_empty_cache(flagos_device, device_module):
+def test_peak_reset_and_empty_cache(flagos_device, memory):
     index = device_index(flagos_device)
-    device_module.reset_peak_memory_stats(index)
-    base_peak = device_module.max_memory_allocated(index)
+    memory.reset_peak_memory_stats(index)
+    base_peak = memory.max_memory_allocated(index)
     x = torch.empty(4 * MiB, dtype=torch.uint8, device=flagos_device)
-    peak = device_module.max_memory_allocated(index)
+    peak = memory.max_memory_allocated(index)
     del x
     problems = []
     if peak < base_peak + 4 * MiB:
         problems.append(f"max_memory_allocated rose by {peak - base_peak} bytes for a 4 MiB tensor")
-    if device_module.max_memory_allocated(index) != peak:
+    if memory.max_memory_allocated(index) != peak:
         problems.append("max_memory_allocated dropped after a free (it is a high-water mark)")
     gc.collect()
-    cached = device_module.memory_reserved(index) - device_module.memory_allocated(index)
-    device_module.empty_cache()
-    after = device_module.memory_reserved(index) - device_module.memory_allocated(index)
+    cached = memory.memory_reserved(index) - memory.memory_allocated(index)
+    memory.empty_cache()
+    after = memory.memory_reserved(index) - memory.memory_allocated(index)
     if cached >= 4 * MiB and after >= cached:
         problems.append(f"empty_cache() kept {after} cached bytes (before: {cached})")
-    device_module.reset_peak_memory_stats(index)
-    if device_module.max_memory_allocated(index) >= peak:
+    memory.reset_peak_memory_stats(index)
+    if memory.max_memory_allocated(index) >= peak:
         problems.append("reset_peak_memory_stats() did not lower max_memory_allocated")
     if problems:
         fail("allocator peak/cache behaviour is wrong:\n" + bullet(problems), "allocator")
@@ -96,14 +118,14 @@ def test_peak_reset_and_empty_cache(flagos_device, device_module):
 OOM_SCRIPT = """
 import json
 device = torch.device({device!r})
-module = getattr(torch, device.type)
+module = torch.get_device_module(device.type)
 {limit}
 result = {{}}
 big = {big}
 try:
     x = torch.empty(big, dtype=torch.uint8, device=device)
     x.fill_(1)
-    module.synchronize()
+    torch.accelerator.synchronize()
     result["oom"] = None
 except torch.OutOfMemoryError as exc:
     result["oom"] = "torch.OutOfMemoryError: " + str(exc).splitlines()[0]
@@ -114,19 +136,16 @@ try:
     result["recovered"] = int(y.sum().item()) == (1 << 20)
 except Exception as exc:
     result["recovered"] = type(exc).__name__ + ": " + str(exc).splitlines()[0]
-result["num_ooms"] = module.memory_stats(device).get("num_ooms")
+stats = getattr(module, "memory_stats", None) or torch.accelerator.memory_stats
+result["num_ooms"] = stats(device).get("num_ooms")
 print("RESULT", json.dumps(result))
 """
 
 
+@pytest.mark.requires("memory_limit")
 def test_out_of_memory_raises_torch_oom_under_a_limit(flagos_device, flagos_capabilities, device_module):
     """In a subprocess: set the device's memory limit (the manifest's extra
     'memory_limit_env' variable, else set_per_process_memory_fraction), allocate past it."""
-    if not flagos_capabilities.memory_limit:
-        pytest.skip(
-            "capability manifest: memory_limit is false (no per-process limit can be "
-            "set, so out-of-memory cannot be provoked safely)"
-        )
     env_var = flagos_capabilities.extra.get("memory_limit_env")
     index = device_index(flagos_device)
     env = {}
@@ -168,7 +187,8 @@ def test_out_of_memory_raises_torch_oom_under_a_limit(flagos_device, flagos_capa
         fail("out-of-memory handling is wrong:\n" + bullet(problems), "allocator")
 
 
-def test_no_growth_across_repeated_compiles(flagos_device, device_module, fresh_inductor_cache):
+@pytest.mark.requires("inductor")
+def test_no_growth_across_repeated_compiles(flagos_device, memory, fresh_inductor_cache):
     """Compile, run and drop the same graph several times (dynamo reset in between): device
     memory must return to the same level each time."""
     index = device_index(flagos_device)
@@ -185,7 +205,7 @@ def test_no_growth_across_repeated_compiles(flagos_device, device_module, fresh_
         assert_close(out, f(x.cpu(), w.cpu()), "compiled result differs from eager on the host")
         del out
         torch._dynamo.reset()
-        levels.append(_allocated(device_module, index))
+        levels.append(_allocated(memory, index))
     if len(set(levels[1:])) != 1 or levels[-1] > levels[0]:
         fail(
             f"device memory after each compile-run-drop cycle: {levels} bytes; it grows: "
@@ -196,7 +216,8 @@ def test_no_growth_across_repeated_compiles(flagos_device, device_module, fresh_
         )
 
 
-def test_no_growth_across_repeated_calls(flagos_device, device_module, fresh_inductor_cache):
+@pytest.mark.requires("inductor")
+def test_no_growth_across_repeated_calls(flagos_device, memory, fresh_inductor_cache):
     """One compiled function called again and again (a training loop): once compiled and
     autotuned, each call must leave device memory where the previous one left it."""
     index = device_index(flagos_device)
@@ -211,7 +232,7 @@ def test_no_growth_across_repeated_calls(flagos_device, device_module, fresh_ind
     levels = []
     for _ in range(6):
         compiled(x, w)  # the result is dropped at once
-        levels.append(_allocated(device_module, index))
+        levels.append(_allocated(memory, index))
     if len(set(levels)) != 1:
         per_call = (levels[-1] - levels[0]) / (len(levels) - 1)
         fail(

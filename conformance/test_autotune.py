@@ -16,14 +16,10 @@ import os
 
 import pytest
 import torch
-from conformance_support import benchmark_calls, fail, require_codegen
+from conformance_support import benchmark_calls, fail
 
-pytestmark = pytest.mark.flagos_area("autotune")
-
-
-@pytest.fixture(autouse=True)
-def _triton_only(flagos_capabilities):
-    require_codegen(flagos_capabilities, "triton", why="inductor autotunes Triton kernel configs with device events")
+# inductor autotunes Triton kernel configs, timed with the device's events
+pytestmark = [pytest.mark.flagos_area("autotune"), pytest.mark.requires("triton_codegen")]
 
 
 @pytest.fixture
@@ -142,6 +138,7 @@ def test_max_autotune(pool, assert_compiles_like_eager):
     _expect_benchmarked(before, "mode='max-autotune-no-cudagraphs'")
 
 
+@pytest.mark.requires("device_interface")
 def test_the_autotuners_event_and_benchmark_call(flagos_device, device_interface):
     """What triton_heuristics.CachingAutotuner.bench calls: benchmarker.benchmark(fn,
     device=<type>) -> benchmark_gpu -> get_event_pairs -> DeviceInterface.Event(

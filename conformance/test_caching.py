@@ -10,7 +10,7 @@ import pytest
 import torch
 from conformance_support import bullet, fail, run_python, tail
 
-pytestmark = pytest.mark.flagos_area("caching")
+pytestmark = [pytest.mark.flagos_area("caching"), pytest.mark.requires("inductor")]
 
 SCRIPT = """
 import json

@@ -1,7 +1,9 @@
 """Compile basics: the device gets the codegen its manifest names (Triton kernels for GPU-like
 devices, C++ for cpu), compiled code really ran (dynamo and inductor counters), the device's
 own torch.compile backend really compiles (does not hand the graph back to run eagerly), and
-backend="inductor" compiles a module forward and backward like eager."""
+backend="inductor" and the device's own backends compile a module forward and backward like
+eager. A device that inductor has no code generator for is checked through its own backend
+(a dynamo backend named after the device, or the manifest's extra["compile_backends"])."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import torch
 from conformance_support import assert_close, bullet, fail, generated_sources, inductor_counters
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pytest_flagos import session
+from pytest_flagos.requirements import device_compile_backends, missing_reason, require
+
 pytestmark = pytest.mark.flagos_area("compile")
 
 _CALL = re.compile(r"def call\((self, )?args\)")
@@ -21,17 +26,11 @@ def _pointwise_and_reduction(x):
     return torch.sin(x) * 2 + torch.cos(x).sum(-1, keepdim=True)
 
 
+@pytest.mark.requires("inductor")
 def test_device_gets_the_codegen_its_manifest_names(flagos_device, flagos_capabilities, fresh_inductor_cache):
     from torch._inductor.utils import is_gpu
 
     codegen = flagos_capabilities.codegen
-    if codegen == "none":
-        fail(
-            f"inductor has no code generator for {flagos_device.type!r} (the capability "
-            "manifest found no scheduling registered for it): torch.compile cannot lower "
-            "graphs for the device",
-            "codegen",
-        )
     if is_gpu(flagos_device.type) and flagos_device.type != "mps" and codegen == "cpp":
         fail(f"{flagos_device.type!r} is an inductor GPU type but its manifest names the C++ codegen", "codegen")
     x = torch.randn(16, 64, device=flagos_device)
@@ -61,9 +60,10 @@ def test_device_gets_the_codegen_its_manifest_names(flagos_device, flagos_capabi
         if "cpp_fused" not in text or "@triton.jit" in text:
             fail(f"inductor did not generate C++ kernels (cpp_fused_*) for {flagos_device.type} ({where})", "codegen")
     else:
-        pytest.skip(f"capability manifest: codegen {codegen!r} has no source check here")
+        pytest.skip(f"flagos: requires a source check for codegen {codegen!r} (capability manifest): none here")
 
 
+@pytest.mark.requires("inductor")
 def test_compiled_code_really_ran(flagos_device, flagos_capabilities, fresh_inductor_cache):
     def f(x):
         return torch.relu(x) * 3 + 1
@@ -111,16 +111,17 @@ class _RecordOps(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _device_backends(device_type, capabilities):
-    """inductor, the dynamo backend named after the device (a vendor's entry point), and
-    the manifest's extra['compile_backends']."""
-    from torch._dynamo import list_backends
+def _device_backends():
+    """inductor where it has a code generator for the device, then the device's own
+    backends (requirements.device_compile_backends); skips when there is none."""
+    backends = [] if missing_reason("inductor") else ["inductor"]
+    backends += device_compile_backends(session.current())
+    if not backends:
+        require("inductor", "compile_backend")
+    return backends
 
-    own = [device_type] if device_type in list_backends(exclude_tags=()) else []
-    return ["inductor", *own, *capabilities.extra.get("compile_backends", ())]
 
-
-def test_compile_backends_really_compile(flagos_device, flagos_capabilities, fresh_inductor_cache):
+def test_compile_backends_really_compile(flagos_device, fresh_inductor_cache):
     """A backend that hands the FX graph back (``return gm.forward``) "compiles" every model:
     dynamo counts a graph and no fallback, and results match eager. The code a backend
     returns must not dispatch the graph's aten ops one by one."""
@@ -128,7 +129,7 @@ def test_compile_backends_really_compile(flagos_device, flagos_capabilities, fre
 
     x = torch.randn(256, device=flagos_device)
     problems = []
-    for name in _device_backends(flagos_device.type, flagos_capabilities):
+    for name in _device_backends():
         compiled_graphs = []
 
         def spy(graph_module, example_inputs, name=name, compiled_graphs=compiled_graphs):
@@ -154,8 +155,23 @@ def test_compile_backends_really_compile(flagos_device, flagos_capabilities, fre
         fail("a torch.compile backend of the device silently ran eagerly:\n" + bullet(problems), "backend")
 
 
-def test_backend_inductor_module_forward_and_backward(flagos_device, fresh_inductor_cache, assert_compiles_like_eager):
+def _mlp():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16))
-    result = assert_compiles_like_eager(model, torch.randn(8, 32), backend="inductor", grads=True)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16))
+
+
+@pytest.mark.requires("inductor")
+def test_backend_inductor_module_forward_and_backward(flagos_device, fresh_inductor_cache, assert_compiles_like_eager):
+    result = assert_compiles_like_eager(_mlp(), torch.randn(8, 32), backend="inductor", grads=True)
     assert result.graphs >= 1, "dynamo compiled no graph"
+
+
+@pytest.mark.requires("compile_backend")
+def test_device_backends_module_forward_and_backward(flagos_device, fresh_inductor_cache, assert_compiles_like_eager):
+    """The device's own torch.compile backends (the compile path of a device inductor may
+    not know): a module forward and backward like eager, really compiled (the oracle fails
+    a compile that fell back to eager; test_compile_backends_really_compile fails one that
+    returned the graph to run op by op)."""
+    for name in device_compile_backends(session.current()):
+        result = assert_compiles_like_eager(_mlp(), torch.randn(8, 32), backend=name, grads=True)
+        assert result.graphs >= 1, f"backend={name!r}: dynamo compiled no graph"

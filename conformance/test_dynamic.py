@@ -7,7 +7,7 @@ import pytest
 import torch
 from conformance_support import assert_close, fail, inductor_counters
 
-pytestmark = pytest.mark.flagos_area("dynamic")
+pytestmark = [pytest.mark.flagos_area("dynamic"), pytest.mark.requires("inductor")]
 
 
 def _softmax_mlp():

@@ -23,7 +23,7 @@ from hypothesis import given
 
 from pytest_flagos.strategies import Norm, Residual, graph_cases
 
-pytestmark = pytest.mark.flagos_area("graphs")
+pytestmark = [pytest.mark.flagos_area("graphs"), pytest.mark.requires("inductor")]
 
 
 def _layers(layers):

@@ -57,6 +57,7 @@ def _conv_net():
     )
 
 
+@pytest.mark.requires("inductor")
 def test_conv_net_with_layout_optimization_compiles_and_matches_eager(fresh_inductor_cache, assert_compiles_like_eager):
     """inductor's layout optimisation (forced on, whatever the device's heuristics say)
     turns the convs' activations channels_last; forward and gradients must match eager."""
@@ -65,6 +66,7 @@ def test_conv_net_with_layout_optimization_compiles_and_matches_eager(fresh_indu
     assert_compiles_like_eager(_conv_net(), torch.randn(2, 3, 16, 16), grads=True, config_patches=patches)
 
 
+@pytest.mark.requires("inductor")
 def test_channels_last_input_conv_compiles_and_matches_eager(fresh_inductor_cache, assert_compiles_like_eager):
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(4, 6, 3)

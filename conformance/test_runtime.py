@@ -1,20 +1,36 @@
 """Device runtime: creation, copies host <-> device <-> device, device indices, the properties
-inductor reads, synchronize."""
+inductor reads, synchronize. The runtime API is torch's generic one first (torch.accelerator
+where the device is the process's accelerator), the device module's second: both must work
+where both exist."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from conformance_support import PROPERTY_RULES, bullet, device_index, fail, require_codegen
+from conformance_support import PROPERTY_RULES, bullet, device_index, fail
+
+from pytest_flagos import device_api
 
 pytestmark = pytest.mark.flagos_area("runtime")
 
 
 def test_device_is_available_and_counted(flagos_device, device_module, device_count):
-    if not device_module.is_available():
-        fail(f"torch.{flagos_device.type}.is_available() is False while tests run on it", "module")
+    checks = []
+    if device_api.accelerator_is(flagos_device):
+        checks.append(("torch.accelerator.is_available()", torch.accelerator.is_available))
+    if callable(getattr(device_module, "is_available", None)):
+        checks.append((f"torch.{flagos_device.type}.is_available()", device_module.is_available))
+    if not checks:
+        fail(
+            f"nothing says whether {flagos_device.type!r} is available: it is not torch.accelerator's device "
+            f"and torch.{flagos_device.type} has no is_available()",
+            "module",
+        )
+    for name, is_available in checks:
+        if not is_available():
+            fail(f"{name} is False while tests run on it", "module")
     if device_count < 1:
-        fail(f"torch.{flagos_device.type}.device_count() is {device_count}", "module")
+        fail(f"the device count is {device_count}", "module")
     if device_index(flagos_device) >= device_count:
         fail(f"device under test {flagos_device} is past device_count() = {device_count}", "module")
 
@@ -57,6 +73,12 @@ def test_copies_between_host_and_device_are_exact(flagos_device, flagos_capabili
     problems = []
     generator = torch.Generator().manual_seed(0)
     dtypes = list(flagos_capabilities.torch_dtypes()) + [torch.int64, torch.int32, torch.uint8, torch.bool]
+    try:  # a synchronize that fails is the runtime's problem, not the copies' (test_synchronize_*)
+        device_api.synchronize(flagos_device)
+    except Exception as exc:
+        pytest.skip(
+            f"flagos: requires synchronize (to read non_blocking copies back): it raised {type(exc).__name__}: {exc}"
+        )
     for dtype in dtypes:
         base = torch.randn(33, 17, generator=generator) * 100
         host = base.to(dtype)
@@ -70,7 +92,7 @@ def test_copies_between_host_and_device_are_exact(flagos_device, flagos_capabili
                 on_device = src.to(flagos_device)
                 back = on_device.cpu()
                 nb = src.to(flagos_device, non_blocking=True)
-                getattr(torch, flagos_device.type).synchronize()
+                device_api.synchronize(flagos_device)
                 back_nb = nb.to("cpu", non_blocking=False)
             except Exception as exc:
                 problems.append(f"{dtype} {name}: {type(exc).__name__}: {exc}")
@@ -92,9 +114,8 @@ def test_copies_between_host_and_device_are_exact(flagos_device, flagos_capabili
         fail("copies between host and device are wrong:\n" + bullet(problems), "copies")
 
 
+@pytest.mark.requires("two_devices")
 def test_copies_between_devices(flagos_device, device_count):
-    if device_count < 2:
-        pytest.skip(f"torch.{flagos_device.type}.device_count() is {device_count}: no second device to copy to")
     problems = []
     src = torch.randn(64, 48)
     a = src.to(torch.device(flagos_device.type, 0))
@@ -120,32 +141,49 @@ def test_copies_between_devices(flagos_device, device_count):
         fail("copies between devices are wrong:\n" + bullet(problems), "copies")
 
 
+@pytest.mark.requires("two_devices")
 def test_device_indices_and_current_device(flagos_device, device_module, device_count):
-    if device_count < 2:
-        pytest.skip(f"torch.{flagos_device.type}.device_count() is {device_count}: multi-device paths need two devices")
+    """torch.accelerator's device index API (or the module's where the device is not the
+    accelerator), and the module's device()/set_device()/current_device() where it has them."""
     problems = []
-    start = device_module.current_device()
-    for i in range(device_count):
-        x = torch.ones(4, device=torch.device(flagos_device.type, i))
-        if x.device.index != i:
-            problems.append(f"a tensor created on index {i} reports index {x.device.index}")
-        with device_module.device(i):
-            if device_module.current_device() != i:
-                problems.append(f"inside device({i}) current_device() is {device_module.current_device()}")
-            y = torch.zeros(2, device=flagos_device.type)
-            if y.device.index != i:
-                problems.append(
-                    f"inside device({i}) a tensor on {flagos_device.type!r} lands on index {y.device.index}"
-                )
-        if device_module.current_device() != start:
-            problems.append(f"leaving device({i}) did not restore current device {start}")
-    other = (start + 1) % device_count
-    device_module.set_device(other)
+    apis = [
+        (
+            "torch.accelerator" if device_api.accelerator_is(flagos_device) else f"torch.{flagos_device.type}",
+            lambda: device_api.current_device_index(flagos_device),
+            lambda i: device_api.on_device(flagos_device, i),
+            lambda i: device_api.set_device_index(flagos_device, i),
+        )
+    ]
+    extras = [getattr(device_module, name, None) for name in ("current_device", "device", "set_device")]
+    if device_api.accelerator_is(flagos_device) and all(callable(fn) for fn in extras):
+        apis.append((f"torch.{flagos_device.type}", *extras))
     try:
-        if device_module.current_device() != other:
-            problems.append(f"set_device({other}) left current_device() at {device_module.current_device()}")
-    finally:
-        device_module.set_device(start)
+        for where, current, on_device, set_device in apis:
+            start = current()
+            for i in range(device_count):
+                x = torch.ones(4, device=torch.device(flagos_device.type, i))
+                if x.device.index != i:
+                    problems.append(f"a tensor created on index {i} reports index {x.device.index}")
+                with on_device(i):
+                    if current() != i:
+                        problems.append(f"{where}: inside device {i} the current device is {current()}")
+                    y = torch.zeros(2, device=flagos_device.type)
+                    if y.device.index != i:
+                        problems.append(
+                            f"{where}: inside device {i} a tensor on {flagos_device.type!r} lands on index "
+                            f"{y.device.index}"
+                        )
+                if current() != start:
+                    problems.append(f"{where}: leaving device {i} did not restore current device {start}")
+            other = (start + 1) % device_count
+            set_device(other)
+            try:
+                if current() != other:
+                    problems.append(f"{where}: setting device {other} left the current device at {current()}")
+            finally:
+                set_device(start)
+    except device_api.MissingAPI as exc:
+        fail(f"the current device cannot be read or set: {exc}", "module", "guard")
     # an op on tensors of two devices must raise, not silently compute
     a = torch.ones(3, device=torch.device(flagos_device.type, 0))
     b = torch.ones(3, device=torch.device(flagos_device.type, 1))
@@ -173,10 +211,9 @@ def _check_properties(props, where):
     return problems
 
 
+@pytest.mark.requires("triton_codegen", "device_interface")
 def test_properties_inductor_needs(flagos_device, flagos_capabilities, device_interface, device_module, device_count):
-    require_codegen(
-        flagos_capabilities, "triton", why="these are the properties inductor's Triton codegen and benchmarker read"
-    )
+    """The properties inductor's Triton codegen and benchmarker read."""
     problems = []
     for i in range(device_count):
         for where, get in (
@@ -213,25 +250,50 @@ def test_properties_inductor_needs(flagos_device, flagos_capabilities, device_in
 
 
 def test_synchronize_waits_for_queued_work(flagos_device, device_module, device_count):
+    """torch.accelerator.synchronize (the DeviceGuardImpl's synchronizeDevice) where the
+    device is the accelerator, and the device module's synchronize where it has one."""
     a = torch.randn(256, 256, device=flagos_device)
     out = a
     for _ in range(8):
         out = torch.tanh(out @ a)
     expected = out.cpu()
+    index = device_index(flagos_device)
+    calls = []
+    if device_api.accelerator_is(flagos_device):
+        calls += [
+            ("torch.accelerator.synchronize()", lambda: torch.accelerator.synchronize()),
+            (f"torch.accelerator.synchronize({index})", lambda: torch.accelerator.synchronize(index)),
+        ]
+        calls += [
+            (f"torch.accelerator.synchronize(device {i})", lambda i=i: torch.accelerator.synchronize(i))
+            for i in range(device_count)
+        ]
+    own = getattr(device_module, "synchronize", None)
+    if callable(own):
+        calls += [
+            (f"torch.{flagos_device.type}.synchronize()", lambda: own()),
+            (f"torch.{flagos_device.type}.synchronize({index})", lambda: own(index)),
+        ]
+        calls += [
+            (
+                f"torch.{flagos_device.type}.synchronize(device {i})",
+                lambda i=i: own(torch.device(flagos_device.type, i)),
+            )
+            for i in range(device_count)
+        ]
+    if not calls:
+        fail(
+            f"nothing synchronizes {flagos_device.type!r}: it is not torch.accelerator's device and "
+            f"torch.{flagos_device.type} has no synchronize()",
+            "module",
+            "guard",
+        )
     problems = []
-    for name, call in (
-        ("synchronize()", lambda: device_module.synchronize()),
-        (f"synchronize({device_index(flagos_device)})", lambda: device_module.synchronize(device_index(flagos_device))),
-    ):
+    for name, call in calls:
         try:
             call()
         except Exception as exc:
-            problems.append(f"torch.{flagos_device.type}.{name} raised {type(exc).__name__}: {exc}")
-    for i in range(device_count):
-        try:
-            device_module.synchronize(torch.device(flagos_device.type, i))
-        except Exception as exc:
-            problems.append(f"torch.{flagos_device.type}.synchronize(device {i}) raised {type(exc).__name__}: {exc}")
+            problems.append(f"{name} raised {type(exc).__name__}: {exc}")
     if not torch.equal(out.cpu(), expected):
         problems.append("a result read after synchronize() differs from the one read before")
     if problems:

@@ -1,6 +1,12 @@
 """Streams and events: ordering on one stream, wait_event across streams, elapsed_time in
 milliseconds, Event(enable_timing=True) through inductor's DeviceInterface (the autotuner's
-own call), and compiled code launching on the current stream."""
+own call), and compiled code launching on the current stream.
+
+Streams and events are torch's device-agnostic torch.Stream and torch.Event (the device's
+c10 DeviceGuardImpl), made current with torch.Stream's context manager and read back with
+torch.accelerator.current_stream; where the device module has Stream/Event/stream()/
+default_stream() of its own (torch.cuda-shaped extras), those are checked too.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,9 @@ from conformance_support import (
     device_index,
     fail,
     generated_sources,
-    require_codegen,
 )
+
+from pytest_flagos import device_api
 
 pytestmark = pytest.mark.flagos_area("streams")
 
@@ -38,37 +45,58 @@ def _raw_handle(stream, device_type):
     return handle
 
 
+def _stream_apis(flagos_device, device_module):
+    """(name, new stream, make current, current stream) for the generic API and, where the
+    device module has them, its own Stream/stream()/current_stream()."""
+    apis = [
+        (
+            "torch.Stream",
+            lambda: device_api.new_stream(flagos_device),
+            lambda s: device_api.using_stream(flagos_device, s),
+            lambda: device_api.current_stream(flagos_device),
+        )
+    ]
+    extras = [getattr(device_module, name, None) for name in ("Stream", "stream", "current_stream")]
+    if all(callable(fn) for fn in extras):
+        apis.append((f"torch.{flagos_device.type}", *extras))
+    return apis
+
+
+@pytest.mark.requires("streams")
 def test_current_default_and_new_streams(flagos_device, device_module):
     problems = []
-    default = device_module.default_stream()
-    if device_module.current_stream() != default:
-        problems.append("current_stream() is not default_stream() outside any stream context")
-    if default.device != flagos_device:
-        problems.append(f"default_stream().device is {default.device}, not {flagos_device}")
-    s1, s2 = device_module.Stream(), device_module.Stream()
-    if s1 == s2:
-        problems.append("two new Streams compare equal")
-    with device_module.stream(s1):
-        if device_module.current_stream() != s1:
-            problems.append("inside stream(s1) current_stream() is not s1")
-        with device_module.stream(s2):
-            if device_module.current_stream() != s2:
-                problems.append("inside nested stream(s2) current_stream() is not s2")
-        if device_module.current_stream() != s1:
-            problems.append("leaving nested stream(s2) did not restore s1")
-    if device_module.current_stream() != default:
-        problems.append("leaving stream(s1) did not restore the default stream")
+    for where, new, using, current in _stream_apis(flagos_device, device_module):
+        default = current()
+        default_stream = getattr(device_module, "default_stream", None)
+        if callable(default_stream) and default != default_stream():
+            problems.append(f"{where}: the current stream is not default_stream() outside any stream context")
+        if default.device != flagos_device:
+            problems.append(f"{where}: the current stream's device is {default.device}, not {flagos_device}")
+        s1, s2 = new(), new()
+        if s1 == s2:
+            problems.append(f"{where}: two new streams compare equal")
+        with using(s1):
+            if current() != s1:
+                problems.append(f"{where}: inside stream(s1) the current stream is not s1")
+            with using(s2):
+                if current() != s2:
+                    problems.append(f"{where}: inside nested stream(s2) the current stream is not s2")
+            if current() != s1:
+                problems.append(f"{where}: leaving nested stream(s2) did not restore s1")
+        if current() != default:
+            problems.append(f"{where}: leaving stream(s1) did not restore the default stream")
     if problems:
         fail("stream selection is broken:\n" + bullet(problems), "guard", "module")
 
 
-def test_work_on_one_stream_runs_in_order(flagos_device, device_module):
-    s = device_module.Stream()
-    with device_module.stream(s):
+@pytest.mark.requires("streams", "events")
+def test_work_on_one_stream_runs_in_order(flagos_device):
+    s = device_api.new_stream(flagos_device)
+    with device_api.using_stream(flagos_device, s):
         x = torch.zeros(1 << 20, device=flagos_device)
         for i in range(1, 41):
             x.mul_(0.5).add_(i)  # order-dependent: any reordering changes the result
-        done = device_module.Event()
+        done = device_api.new_event(flagos_device)
         done.record()
     done.synchronize()
     expected = torch.zeros(1)
@@ -88,18 +116,19 @@ def test_work_on_one_stream_runs_in_order(flagos_device, device_module):
         )
 
 
-def test_wait_event_orders_work_across_streams(flagos_device, device_module):
-    producer, consumer = device_module.Stream(), device_module.Stream()
+@pytest.mark.requires("streams", "events")
+def test_wait_event_orders_work_across_streams(flagos_device):
+    producer, consumer = device_api.new_stream(flagos_device), device_api.new_stream(flagos_device)
     n = 384
     eye_ish = torch.full((n, n), 1.0 / n, device=flagos_device)
-    producer.wait_stream(device_module.current_stream())  # eye_ish was made on this stream
-    with device_module.stream(producer):
+    producer.wait_stream(device_api.current_stream(flagos_device))  # eye_ish was made on this stream
+    with device_api.using_stream(flagos_device, producer):
         x = torch.ones(n, n, device=flagos_device)
         for _ in range(6):  # enough work that an unordered consumer would read early values
             x = x @ eye_ish + 1.0
         ready = producer.record_event()
     consumer.wait_event(ready)
-    with device_module.stream(consumer):
+    with device_api.using_stream(flagos_device, consumer):
         y = x * 3.0
         finished = consumer.record_event()
     finished.synchronize()
@@ -124,48 +153,54 @@ def _unit_guess(ms, wall_ms):
     return "a timestamp taken at the wrong time?"
 
 
-def test_elapsed_time_is_plausible_milliseconds(flagos_device, device_module):
-    start = device_module.Event(enable_timing=True)
-    end = device_module.Event(enable_timing=True)
-    a = torch.randn(128, 128, device=flagos_device)
-    wall = time.perf_counter()
-    start.record()
-    for _ in range(10):
-        a = torch.tanh(a @ a)
-    device_module.synchronize()
-    time.sleep(0.1)  # an idle stream reaches `end` only now: >= 100 ms between the events
-    end.record()
-    end.synchronize()
-    wall_ms = (time.perf_counter() - wall) * 1000.0
-    ms = start.elapsed_time(end)
-    if not isinstance(ms, float):
-        fail(f"Event.elapsed_time returned {type(ms).__name__}, not float", "guard")
-    if not 90.0 <= ms <= wall_ms + 5.0:
-        unit = _unit_guess(ms, wall_ms)
+@pytest.mark.requires("events")
+def test_elapsed_time_is_plausible_milliseconds(flagos_device):
+    """torch.Event's elapsed_time, and the device module's own Event where it has one."""
+    for where, make_event in device_api.event_factories(flagos_device):
+        start = make_event(enable_timing=True)
+        end = make_event(enable_timing=True)
+        a = torch.randn(128, 128, device=flagos_device)
+        wall = time.perf_counter()
+        start.record()
+        for _ in range(10):
+            a = torch.tanh(a @ a)
+        device_api.synchronize(flagos_device)
+        time.sleep(0.1)  # an idle stream reaches `end` only now: >= 100 ms between the events
+        end.record()
+        end.synchronize()
+        wall_ms = (time.perf_counter() - wall) * 1000.0
+        ms = start.elapsed_time(end)
+        if not isinstance(ms, float):
+            fail(f"{where}: elapsed_time returned {type(ms).__name__}, not float", "guard")
+        if not 90.0 <= ms <= wall_ms + 5.0:
+            unit = _unit_guess(ms, wall_ms)
+            fail(
+                f"{where}: elapsed_time between events 100 ms apart is {ms:.3f}, wall clock {wall_ms:.1f} "
+                f"ms ({unit}); it must be milliseconds of device time",
+                "guard",
+                "event",
+            )
+
+
+@pytest.mark.requires("events")
+def test_elapsed_time_requires_timing_events(flagos_device):
+    for where, make_event in device_api.event_factories(flagos_device):
+        start, end = make_event(), make_event()
+        start.record()
+        end.record()
+        end.synchronize()
+        try:
+            start.elapsed_time(end)
+        except (RuntimeError, ValueError):
+            continue
         fail(
-            f"elapsed_time between events 100 ms apart is {ms:.3f}, wall clock {wall_ms:.1f} "
-            f"ms ({unit}); it must be milliseconds of device time",
+            f"{where}: elapsed_time between events created without enable_timing=True did not raise "
+            "(torch.cuda raises; a silent value here is a timestamp nobody took)",
             "guard",
-            "event",
         )
 
 
-def test_elapsed_time_requires_timing_events(flagos_device, device_module):
-    start, end = device_module.Event(), device_module.Event()
-    start.record()
-    end.record()
-    end.synchronize()
-    try:
-        start.elapsed_time(end)
-    except (RuntimeError, ValueError):
-        return
-    fail(
-        "elapsed_time between events created without enable_timing=True did not raise "
-        "(torch.cuda raises; a silent value here is a timestamp nobody took)",
-        "guard",
-    )
-
-
+@pytest.mark.requires("device_interface", "events")
 def test_event_from_the_inductor_device_interface(flagos_device, device_interface):
     """InductorBenchmarker.get_event_pairs: device_interface.Event(enable_timing=True)."""
     error = None
@@ -201,12 +236,13 @@ def test_event_from_the_inductor_device_interface(flagos_device, device_interfac
         fail(f"elapsed_time between DeviceInterface Events is {ms!r}", "event")
 
 
-def test_stream_native_handle_is_the_raw_stream(flagos_device, device_module, device_interface):
+@pytest.mark.requires("device_interface", "streams")
+def test_stream_native_handle_is_the_raw_stream(flagos_device, device_interface):
     """torch.Stream.native_handle: the device-agnostic handle (DeviceGuardImpl::
     getStreamNativeHandle) equals what inductor's get_raw_stream hands compiled code."""
     if not hasattr(torch.Stream, "native_handle"):
-        pytest.skip("this torch has no torch.Stream.native_handle (pytorch#171040)")
-    s = device_module.Stream()
+        pytest.skip("flagos: requires torch.Stream.native_handle: this torch has none (pytorch#171040)")
+    s = device_api.new_stream(flagos_device)
     error = None
     try:
         handle = s.native_handle
@@ -219,7 +255,7 @@ def test_stream_native_handle_is_the_raw_stream(flagos_device, device_module, de
             "stream through it)",
             "guard",
         )
-    with device_module.stream(s):
+    with device_api.using_stream(flagos_device, s):
         raw = device_interface.get_raw_stream(device_index(flagos_device))
     if raw != handle:
         fail(f"inside stream(s) get_raw_stream() is {raw}, s.native_handle {handle}", "raw_stream")
@@ -229,10 +265,9 @@ _IMPORT_RAW_STREAM = re.compile(r"^from (\S+) import (\S+) as get_raw_stream$", 
 _CALL = re.compile(r"def call\((self, )?args\)")
 
 
-def test_compiled_code_runs_on_the_current_stream(
-    flagos_device, flagos_capabilities, device_module, device_interface, fresh_inductor_cache
-):
-    require_codegen(flagos_capabilities, "triton", why="Triton wrapper code takes the raw stream; C++ code takes none")
+@pytest.mark.requires("triton_codegen", "device_interface", "streams", "events")
+def test_compiled_code_runs_on_the_current_stream(flagos_device, device_interface, fresh_inductor_cache):
+    """Triton wrapper code takes the raw stream (C++ code takes none)."""
 
     def f(x):
         return torch.sin(x) * 3 + 1
@@ -260,10 +295,10 @@ def test_compiled_code_runs_on_the_current_stream(
     exec(found.group(0), namespace)
     wrapper_get_raw_stream = namespace["get_raw_stream"]
 
-    s = device_module.Stream()
-    s.wait_stream(device_module.current_stream())  # x was made on the current stream
+    s = device_api.new_stream(flagos_device)
+    s.wait_stream(device_api.current_stream(flagos_device))  # x was made on the current stream
     outside = wrapper_get_raw_stream(index)
-    with device_module.stream(s):
+    with device_api.using_stream(flagos_device, s):
         inside = wrapper_get_raw_stream(index)
         expected_inside = device_interface.get_raw_stream(index)
         out = compiled(x)
@@ -283,7 +318,9 @@ def test_compiled_code_runs_on_the_current_stream(
     handle = _raw_handle(s, flagos_device.type)
     if inside != handle:
         problems.append(f"inside `with stream(s)` compiled code gets stream {inside}, but s's handle is {handle}")
-    if device_interface.get_raw_stream(index) != _raw_handle(device_module.current_stream(), flagos_device.type):
+    if device_interface.get_raw_stream(index) != _raw_handle(
+        device_api.current_stream(flagos_device), flagos_device.type
+    ):
         problems.append("outside any stream context get_raw_stream() is not the current stream's handle")
     if problems:
         fail("compiled code does not run on the current stream:\n" + bullet(problems), "raw_stream")

@@ -17,7 +17,8 @@ from conformance_support import (
     inductor_counters,
 )
 
-pytestmark = pytest.mark.flagos_area("workers")
+# inductor's worker pool compiles the kernels of a device it has a code generator for
+pytestmark = [pytest.mark.flagos_area("workers"), pytest.mark.requires("inductor")]
 
 ALL_START_METHODS = ("subprocess", "fork", "spawn")
 
@@ -79,22 +80,14 @@ def test_forced_pool_serves_compiles(flagos_capabilities, proven_workers):
         fail("the compile worker pool does not serve compiles:\n" + bullet(problems), "workers")
 
 
+@pytest.mark.requires("triton_codegen", "device_interface")  # workers read properties for Triton kernels
 def test_worker_side_property_queries(flagos_device, flagos_capabilities, device_interface, proven_workers):
-    if flagos_capabilities.codegen != "triton":
-        pytest.skip(
-            f"capability manifest: codegen {flagos_capabilities.codegen!r}: inductor "
-            "asks workers for device properties only for Triton kernels"
-        )
     _check_worker_properties(proven_workers, flagos_device, device_interface)
 
 
+@pytest.mark.requires("triton_codegen")  # C++ kernels compile on threads in the test process
 def test_a_compile_is_served_by_the_workers(flagos_device, flagos_capabilities, proven_workers):
     """A multi-kernel graph compiled after the pool is up: its kernels come from workers."""
-    if flagos_capabilities.codegen != "triton":
-        pytest.skip(
-            f"capability manifest: codegen {flagos_capabilities.codegen!r} compiles "
-            "kernels in the test process (C++ on threads), not in the worker pool"
-        )
     from pytest_flagos import _torch_compat
 
     def f(x, y):
@@ -123,13 +116,13 @@ def test_a_compile_is_served_by_the_workers(flagos_device, flagos_capabilities, 
 
 
 @pytest.mark.parametrize("method", ALL_START_METHODS)
-def test_start_method(method, request, flagos_device, flagos_capabilities, device_interface, fresh_inductor_cache):
+def test_start_method(method, request, flagos_device, flagos_capabilities, fresh_inductor_cache):
     """A pool started with `method` comes up, serves the proof compile and answers device
     property queries from a worker."""
     if method not in flagos_capabilities.worker_start_methods:
         pytest.skip(
-            f"capability manifest: the device does not claim the {method!r} start "
-            f"method (claims: {', '.join(flagos_capabilities.worker_start_methods)})"
+            f"flagos: requires the {method!r} worker start method: the capability manifest does not claim it "
+            f"(worker_start_methods: {', '.join(flagos_capabilities.worker_start_methods)})"
         )
     from torch._inductor import async_compile
     from torch._inductor import config as inductor_config
@@ -145,6 +138,7 @@ def test_start_method(method, request, flagos_device, flagos_capabilities, devic
                     "workers",
                 )
             if flagos_capabilities.codegen == "triton":
+                device_interface = request.getfixturevalue("device_interface")
                 _check_worker_properties(workers, flagos_device, device_interface)
     finally:
         if method != run_method:

@@ -101,10 +101,10 @@ def _default_dtypes(device_type: str, module: Any, index: int | None) -> tuple[s
 def default_capabilities(device: Any, keep: Mapping[str, Any] | None = None) -> Capabilities:
     """Defaults from the device type; fields given in `keep` are taken as they are (so a
     vendor that declares its codegen spares the lookup in inductor's registry)."""
-    import torch
+    from .device_api import device_module
 
     keep = keep or {}
-    module = getattr(torch, device.type, None)
+    module = device_module(device.type)
     return Capabilities(
         device_type=device.type,
         codegen=keep["codegen"] if "codegen" in keep else _default_codegen(device.type),
@@ -114,9 +114,9 @@ def default_capabilities(device: Any, keep: Mapping[str, Any] | None = None) -> 
 
 
 def _vendor_overrides(device: Any, device_module: str | None) -> tuple[str, Mapping[str, Any]] | None:
-    import torch
+    from . import device_api
 
-    candidates = [(f"torch.{device.type}", getattr(torch, device.type, None))]
+    candidates = [(f"torch.{device.type}", device_api.device_module(device.type))]
     if device_module:
         candidates.append((device_module, importlib.import_module(device_module)))
     for where, module in candidates:

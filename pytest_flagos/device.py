@@ -34,9 +34,9 @@ class ResolvedDevice:
     @property
     def module(self) -> Any:
         """torch.<type> (torch.cuda, torch.flagos, ...), or None."""
-        import torch
+        from .device_api import device_module
 
-        return getattr(torch, self.device.type, None)
+        return device_module(self.device.type)
 
     def properties(self) -> dict[str, Any]:
         """The device's properties as plain JSON-able values (empty when unavailable):
@@ -189,13 +189,9 @@ def _privateuse1_name() -> str | None:
     return None if name == "privateuseone" else name
 
 
-def _try_autoload_flagos() -> str | None:
-    """torch autoloads torch_fl through its torch.backends entry point once the project
-    is installed; from a source checkout it may not have. Returns an import error text."""
-    import torch
-
-    if hasattr(torch, "flagos"):
-        return None
+def _load_flagos() -> str | None:
+    """Load torch_fl for a run on flagos: torch's entry point only arms it (flagos_autoload),
+    and from a source checkout it may not be installed at all. Returns the import error."""
     try:
         importlib.import_module("torch_fl")
     except Exception as exc:
@@ -227,7 +223,7 @@ def resolve_device(spec: str, device_module: str | None = None) -> ResolvedDevic
 
     autoload_error = None
     if name == "flagos":
-        autoload_error = _try_autoload_flagos()
+        autoload_error = _load_flagos()
     known = set(BUILTIN_DEVICE_TYPES)
     private = _privateuse1_name()
     if private:
@@ -246,29 +242,48 @@ def resolve_device(spec: str, device_module: str | None = None) -> ResolvedDevic
             raise pytest.UsageError(f"flagos: --flagos-device={spec!r}: device index {index} out of range (cpu has 1)")
         return ResolvedDevice(spec, torch.device("cpu"), True)
 
-    module = getattr(torch, name, None)
-    is_available = getattr(module, "is_available", None)
-    if is_available is None:
-        return ResolvedDevice(spec, torch.device(name, index), False, f"torch.{name} has no is_available()")
-    try:
-        available = bool(is_available())
-    except Exception as exc:
-        available, why = False, f"torch.{name}.is_available() raised {type(exc).__name__}: {exc}"
-    else:
-        why = f"torch.{name}.is_available() is False"
-    if not available:
-        return ResolvedDevice(
-            spec, torch.device(name, index), False, f"device {spec!r} is not available on this machine ({why})"
-        )
+    # generic first: torch.accelerator speaks for the process's accelerator; the device
+    # module (torch.cuda-shaped or not) second
+    from . import device_api
 
-    count_fn = getattr(module, "device_count", None)
-    count = int(count_fn()) if count_fn is not None else 1
+    device = torch.device(name, index)
+    module = device_api.device_module(name)
+    checks = []
+    if device_api.accelerator_is(device):
+        checks.append(("torch.accelerator.is_available()", torch.accelerator.is_available))
+    if callable(getattr(module, "is_available", None)):
+        checks.append((f"torch.{name}.is_available()", module.is_available))
+    if not checks:
+        return ResolvedDevice(
+            spec, device, False, f"torch.{name} has no is_available() and {name!r} is not torch.accelerator's device"
+        )
+    errors, available, answered = [], False, None
+    for where, is_available in checks:
+        try:
+            available, answered = bool(is_available()), where
+            break
+        except Exception as exc:
+            errors.append(f"{where} raised {type(exc).__name__}: {exc}")
+    why = f"{answered} is False" if answered else "; ".join(errors)
+    if not available:
+        return ResolvedDevice(spec, device, False, f"device {spec!r} is not available on this machine ({why})")
+
+    try:
+        count = device_api.device_count(device)
+    except device_api.MissingAPI:
+        count = 1
     if index is not None and index >= count:
+        source = (
+            "torch.accelerator.device_count()"
+            if device_api.accelerator_is(device) and not callable(getattr(module, "device_count", None))
+            else f"torch.{name}.device_count()"
+        )
         raise pytest.UsageError(
-            f"flagos: --flagos-device={spec!r}: device index {index} out of range "
-            f"(torch.{name}.device_count() is {count})"
+            f"flagos: --flagos-device={spec!r}: device index {index} out of range ({source} is {count})"
         )
     if index is None:
-        current = getattr(module, "current_device", None)
-        index = int(current()) if current is not None else 0
+        try:
+            index = device_api.current_device_index(device)
+        except device_api.MissingAPI:
+            index = 0
     return ResolvedDevice(spec, torch.device(name, index), True)

@@ -48,8 +48,12 @@ def compile_workers(
     fresh_inductor_cache: Any, flagos_device: Any, flagos_capabilities: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Any:
     """Inductor's compile worker pool, started now (after the fresh cache directory is set),
-    ready, and proven to serve compiles. Yields workers.CompileWorkers."""
+    ready, and proven to serve compiles (skipped, naming the capability, on a device
+    inductor has no code generator for). Yields workers.CompileWorkers."""
+    from .requirements import require
     from .workers import WorkerPoolError, ensure_compile_workers
+
+    require("inductor")
 
     try:
         return ensure_compile_workers(

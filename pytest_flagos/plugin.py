@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from . import areas, isolation, options
+from . import areas, isolation, options, requirements
 from . import session as state
 from .fixtures import (  # noqa: F401  (pytest finds fixtures in the plugin module)
     assert_compiles_like_eager,
@@ -47,6 +47,7 @@ def _hypothesis_profile_option(config: pytest.Config) -> str | None:
 @pytest.hookimpl(tryfirst=True)  # before hypothesis's plugin loads --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", areas.MARKER_HELP)
+    config.addinivalue_line("markers", requirements.MARKER_HELP)
     chosen_profile = _hypothesis_profile_option(config)
     if chosen_profile and chosen_profile.startswith("flagos-"):
         from .profiles import register_profiles
@@ -73,6 +74,7 @@ def pytest_configure(config: pytest.Config) -> None:
     current = state.FlagosSession(settings, resolved, profile, expectations)
     current.capabilities()  # now, so a vendor's bad manifest is a usage error too
     state.start(current)
+    config.pluginmanager.register(requirements.RequirementsPlugin(), "flagos-requirements")
     if settings.report and not _is_xdist_worker(config):
         from .report import ReportCollector
 

@@ -4,7 +4,11 @@ Profiles (load with ``--hypothesis-profile=NAME``; ``flagos-ci`` is loaded when 
 plugin is active and no profile was chosen):
 
 - ``flagos-ci``: derandomized (the same examples on every run and machine), no deadline
-  (a first compile takes seconds), few examples.
+  (a first compile takes seconds), few examples, and a verdict at the first failure: no
+  shrinking (each shrink step compiles a new graph, so a device that fails every graph
+  spent minutes per test shrinking) and no hunt for further bugs. The strategies draw
+  simplest-first, so the first failing example is already a small graph; flagos-dev and
+  flagos-deep shrink.
 - ``flagos-dev``: random examples, saved failures replayed first, no deadline.
 - ``flagos-deep``: many random examples, for nightly or bring-up runs.
 
@@ -27,6 +31,8 @@ PROFILES = (PROFILE_CI, PROFILE_DEV, PROFILE_DEEP)
 def register_profiles() -> None:
     from hypothesis import HealthCheck, settings
 
+    from hypothesis import Phase
+
     per_test_fixtures = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
     settings.register_profile(
         PROFILE_CI,
@@ -36,6 +42,9 @@ def register_profiles() -> None:
         database=None,
         print_blob=True,
         suppress_health_check=per_test_fixtures,
+        # stop at the first failing example: no shrink phase, no search for more bugs
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+        report_multiple_bugs=False,
     )
     # Random examples say so explicitly: hypothesis's own default turns derandomize on when
     # it detects a CI environment (CI=true), and a profile inherits unset values from it.

@@ -124,13 +124,19 @@ def _quoted_cause(text: str) -> str | None:
     return causes[-1] if causes else None
 
 
-def _failure(what: str, exc: BaseException | None, log_path: Path | None) -> WorkerPoolError:
+def _failure(what: str, exc: BaseException | None, log_path: Path | None, compiling: bool = False) -> WorkerPoolError:
+    """The error, its first line saying where it was raised: in a compile worker (a quoted
+    worker traceback) or, for a compile (`compiling`), in this process."""
     parts = [what]
     if exc is not None:
         text = f"{type(exc).__name__}: {exc}".strip()
         cause = _quoted_cause(text)
-        if cause is not None:  # first, so one-line summaries (the report) name the problem
+        # first, so one-line summaries (the report) name the problem and where it was raised
+        if cause is not None:
             parts[0] = f"{what} {cause} (raised in a compile worker; its traceback follows)"
+        elif compiling:
+            first = text.splitlines()[0] if text else type(exc).__name__
+            parts[0] = f"{what} {first} (raised in this process, not in a compile worker)"
         parts.append(text)
     log = _read_log(log_path)
     if log:
@@ -201,7 +207,9 @@ def _prove_serves_compiles(pool: Any, device: Any, codegen: str, log_path: Path 
             counters["inductor"]["async_compile_cache_hit"]
         )
     except Exception as exc:
-        raise _failure("flagos: the proof compile failed with the compile worker pool up:", exc, log_path) from exc
+        raise _failure(
+            "flagos: the proof compile failed with the compile worker pool up:", exc, log_path, compiling=True
+        ) from exc
     finally:
         compat.reset_dynamo()
 

@@ -7,6 +7,10 @@ import textwrap
 
 import pytest
 
+# The project's tests run on flagos: load it now (torch's entry point only arms it,
+# flagos_autoload), so "flagos" device strings parse in every test module.
+import torch_fl  # noqa: F401,E402
+
 
 def run_python(code: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     """Runs ``code`` in a fresh interpreter (for start-up configuration and autoload)."""

@@ -4,13 +4,20 @@ Importing this package registers the PrivateUse1 device ``flagos``: tensors on
 ``"flagos:0"``, the ``torch.flagos`` namespace (this package's ``flagos``
 module), streams, events, the caching allocator and per-device RNG.
 
-torch imports it by itself through the ``torch.backends`` entry point
-(``flagos_autoload``), so a fresh interpreter -- an inductor compile worker,
-say -- sees the device after a plain ``import torch``. ``FLAGOS_AUTOLOAD=0``
-turns that off (see flagos_autoload for why a CUDA training process wants to).
+PrivateUse1 is one slot per process, so importing this package is what takes it;
+if another backend holds it already, the import is a one-line ImportError that says
+so (_registration.claim_privateuse1), never an abort in c10. torch's
+``torch.backends`` entry point (``flagos_autoload``) only arms flagos: the first
+use of ``torch.flagos`` or ``backend="flagos"`` imports this package. Once loaded,
+flagos is the process's device, and the processes it starts (inductor's compile
+workers) load it at their own ``import torch`` (``FLAGOS_AUTOLOAD=1``).
 """
 
 import torch  # noqa: F401  (torch first: _C links against it)
+
+from ._registration import claim_privateuse1 as _claim
+
+_claim()  # before _C: loading it next to another PrivateUse1 backend would abort the process
 
 from . import _C  # noqa: E402,F401  (registers the device's kernels, guard, hooks, allocator)
 from ._registration import register as _register  # noqa: E402

@@ -1,18 +1,52 @@
 """Makes PrivateUse1 answer to the name ``flagos`` everywhere in torch."""
 
+import os
+
 import torch
 
-from . import _C
+import flagos_autoload
 
 DEVICE_TYPE = "flagos"
 
 
+class PrivateUse1Taken(ImportError):
+    """Another PrivateUse1 backend owns this process; flagos cannot load next to it."""
+
+
+def claim_privateuse1() -> None:
+    """Raise PrivateUse1Taken (one line, what to do) if another backend holds PrivateUse1.
+
+    Two signs, both before torch_fl._C loads: PrivateUse1 renamed to another name, or a
+    PrivateUse1 fallback registered by an extension that has not renamed it (yet).
+    """
+    name = torch._C._get_privateuse1_backend_name()
+    if name in ("privateuseone", DEVICE_TYPE) and not _foreign_fallback(name):
+        return
+    owner = f"the {name!r} device" if name != "privateuseone" else "another backend's extension"
+    raise PrivateUse1Taken(
+        f"flagos: PrivateUse1 is already {owner} in this process (one PrivateUse1 backend per process): "
+        f"run flagos in a process of its own, and start this one with {flagos_autoload.AUTOLOAD_ENV}=0 "
+        "so that nothing in it loads flagos"
+    )
+
+
+def _foreign_fallback(name: str) -> bool:
+    """A PrivateUse1 fallback registered while torch_fl._C is not loaded is someone else's."""
+    if name == DEVICE_TYPE:
+        return False
+    has_fallback = getattr(torch._C, "_dispatch_has_backend_fallback", None)
+    return bool(has_fallback and has_fallback(torch._C.DispatchKey.PrivateUse1))
+
+
 def register():
-    from . import flagos
+    from . import _C, flagos
 
     if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
-    if getattr(torch, DEVICE_TYPE, None) is not flagos:
+    current = getattr(torch, DEVICE_TYPE, None)
+    if current is not flagos:
+        if flagos_autoload.is_placeholder(current):
+            delattr(torch, DEVICE_TYPE)  # the armed placeholder steps aside for the real module
         torch._register_device_module(DEVICE_TYPE, flagos)
     # Tensor.flagos(), Tensor.is_flagos, Module.flagos(), storage methods.
     if not hasattr(torch.Tensor, "is_" + DEVICE_TYPE):
@@ -24,4 +58,8 @@ def register():
     _C._accelerator_name()
     # Structured ops straight to the compute device's kernels (csrc/aten/ops.cpp).
     _C._route_to_compute_kernels()
+    # flagos is this process's device now: the processes it starts (inductor's compile
+    # workers above all) must see it after a bare `import torch`.
+    if flagos_autoload.mode() != flagos_autoload.OFF:
+        os.environ[flagos_autoload.AUTOLOAD_ENV] = "1"
     return flagos

@@ -29,8 +29,17 @@ def bare_worker_sees_flagos(env=None) -> tuple:
     torch_autoload = env.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1")
     if torch_autoload != "1":  # torch's own rule (torch._is_device_backend_autoload_enabled)
         return False, f"TORCH_DEVICE_BACKEND_AUTOLOAD={torch_autoload} stops torch from loading torch_fl"
-    if not flagos_autoload.enabled(env):
+    chosen = flagos_autoload.mode(env)
+    if chosen == flagos_autoload.OFF:
         return False, f"{flagos_autoload.AUTOLOAD_ENV}=0 stops torch from loading torch_fl"
+    if chosen != flagos_autoload.EAGER:
+        return False, f"without {flagos_autoload.AUTOLOAD_ENV}=1 torch only arms flagos, it does not load torch_fl"
+    others = flagos_autoload.other_backends()
+    if others:
+        return False, (
+            f"another torch.backends entry point is installed ({', '.join(others)}), so torch only arms flagos "
+            "(flagos_autoload)"
+        )
     if not any(ep.value.split(":")[0] == "flagos_autoload" for ep in entry_points(group="torch.backends")):
         return False, "torch_fl is not installed with its torch.backends entry point"
     if not any(ep.name == "flagos" for ep in entry_points(group="triton.backends")):

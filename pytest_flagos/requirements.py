@@ -1,0 +1,273 @@
+"""What a test needs from the device: ``@pytest.mark.requires("capability", ...)``.
+
+Each capability below is a fact about the device under test, found from evidence (the
+capability manifest, inductor's registries, a probe of the generic torch API) once per
+run. A test whose capability is missing is skipped before any of its fixtures run, with a
+reason that names the capability, why it is missing and how a device provides it; so a
+device without, say, an inductor back end gets skips that say so instead of inductor's
+``KeyError`` from a fixture. A capability that exists but misbehaves is not "missing":
+the test runs and fails. Fixtures that need a capability call ``require()`` too, so they
+skip the same way for a test that forgot to declare it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import pytest
+
+from . import device_api
+from . import session as state
+
+MARKER = "requires"
+MARKER_HELP = (
+    f"{MARKER}(*capabilities): the test needs these capabilities of the device under test; "
+    "without one it is skipped, naming it (pytest_flagos.requirements)"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Capability:
+    name: str
+    what: str  # what the test needs, in a few words
+    provide: str  # how a device provides it
+    missing: Callable[[Any], str | None]  # the session -> why it is missing, or None
+
+
+def _codegen(current: Any) -> str:
+    return current.capabilities().codegen
+
+
+def _no_inductor(current: Any) -> str | None:
+    if _codegen(current) == "none":
+        return f"inductor has no code generator for {current.device.type!r} (capability manifest: codegen='none')"
+    return None
+
+
+def _no_triton(current: Any) -> str | None:
+    codegen = _codegen(current)
+    if codegen != "triton":
+        return f"the device's inductor code generator is {codegen!r}, not 'triton' (capability manifest)"
+    return None
+
+
+def _no_device_interface(current: Any) -> str | None:
+    import torch._dynamo  # noqa: F401  (devices may register their interface on this import)
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    try:
+        get_interface_for_device(current.device.type)
+    except Exception as exc:
+        return f"get_interface_for_device({current.device.type!r}) raised {type(exc).__name__}: {exc}"
+    return None
+
+
+def _probe(what: str, call: Callable[[], Any]) -> str | None:
+    """None if `call` works or fails with anything but "not implemented" (then it is there
+    and broken: the test runs and reports it); else why it is missing."""
+    try:
+        call()
+    except Exception as exc:
+        if device_api.is_not_implemented(exc):
+            return f"{what} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def _no_streams(current: Any) -> str | None:
+    device = current.device.device
+    if device.type == "cpu":
+        return "cpu runs work at once: it has no streams"
+
+    def use_a_stream() -> None:
+        stream = device_api.new_stream(device)
+        with device_api.using_stream(device, stream):
+            device_api.current_stream(device)
+
+    return _probe(f"torch.Stream(device={str(device)!r}) and making it current", use_a_stream)
+
+
+def _no_events(current: Any) -> str | None:
+    device = current.device.device
+    if device.type == "cpu":
+        return "cpu has no device events"
+
+    def time_two_events() -> None:
+        start, end = device_api.new_event(device, True), device_api.new_event(device, True)
+        start.record()
+        end.record()
+        end.synchronize()
+        start.elapsed_time(end)
+
+    return _probe(f"torch.Event(device={str(device)!r}, enable_timing=True) recorded and timed", time_two_events)
+
+
+def _no_memory_stats(current: Any) -> str | None:
+    device = current.device.device
+    if device.type == "cpu":
+        return "cpu memory comes from the host allocator, without device statistics"
+    try:
+        allocated = device_api.memory_function(device, "memory_allocated")
+    except device_api.MissingAPI as exc:
+        return str(exc)
+    index = device_api.index_of(device)
+    return _probe(f"the memory statistics' memory_allocated({index})", lambda: allocated(index))
+
+
+def _no_memory_limit(current: Any) -> str | None:
+    if not current.capabilities().memory_limit:
+        return "no per-process memory limit can be set, so out-of-memory cannot be provoked safely (manifest)"
+    return None
+
+
+def _no_second_device(current: Any) -> str | None:
+    count = device_api.device_count(current.device.device)
+    if count < 2:
+        return f"the device count is {count}"
+    return None
+
+
+def _no_compile_backend(current: Any) -> str | None:
+    if device_compile_backends(current):
+        return None
+    return (
+        f"no torch.compile backend is named after {current.device.type!r} and the capability manifest lists none "
+        "in extra['compile_backends']"
+    )
+
+
+def device_compile_backends(current: Any) -> list[str]:
+    """The device's own torch.compile backends: a dynamo backend named after the device
+    (registered by its package, or its torch_dynamo_backends entry point) and the manifest's
+    extra["compile_backends"]."""
+    from torch._dynamo import list_backends
+
+    device_type = current.device.type
+    known = set(list_backends(exclude_tags=()))
+    own = [device_type] if device_type in known else []
+    extra = [str(name) for name in current.capabilities().extra.get("compile_backends", ()) if name not in own]
+    return own + extra
+
+
+_INDUCTOR_HOW = (
+    "register an inductor back end for the device type (torch._inductor.codegen.common.register_backend_for_device "
+    "with a Triton or C++ scheduling, and a DeviceInterface; flagos: torch_fl/compile/__init__.py)"
+)
+
+CAPABILITIES = {
+    cap.name: cap
+    for cap in (
+        Capability("inductor", "an inductor code generator for the device", _INDUCTOR_HOW, _no_inductor),
+        Capability(
+            "triton_codegen",
+            "inductor generating Triton kernels for the device (autotuning, Triton workers, raw streams)",
+            "register inductor's TritonScheduling for the device type and a Triton back end that compiles for it "
+            "(flagos: torch_fl/compile/, flagos_triton/), or declare codegen in the capability manifest",
+            _no_triton,
+        ),
+        Capability(
+            "device_interface",
+            "inductor's DeviceInterface for the device",
+            "register one with torch._dynamo.device_interface.register_interface_for_device "
+            "(flagos: torch_fl/compile/device_interface.py)",
+            _no_device_interface,
+        ),
+        Capability(
+            "streams",
+            "device streams through torch.Stream",
+            "implement getNewStream/getStream/exchangeStream in the device's c10 DeviceGuardImpl "
+            "(flagos: csrc/runtime/streams.cpp)",
+            _no_streams,
+        ),
+        Capability(
+            "events",
+            "timing events through torch.Event",
+            "implement record/block/queryEvent/synchronizeEvent/elapsedTime in the device's c10 DeviceGuardImpl "
+            "(flagos: csrc/runtime/streams.cpp)",
+            _no_events,
+        ),
+        Capability(
+            "memory_stats",
+            "device memory statistics (torch.accelerator.memory_stats and friends)",
+            "make the device's allocator a c10 DeviceAllocator with stats (torch.accelerator.memory_*), or give "
+            "torch.<device> memory_allocated/memory_reserved/max_memory_allocated/reset_peak_memory_stats/"
+            "empty_cache/memory_stats (flagos: csrc/runtime/allocator.cpp, torch_fl/flagos/memory.py)",
+            _no_memory_stats,
+        ),
+        Capability(
+            "memory_limit",
+            "a per-process device memory limit",
+            "set_per_process_memory_fraction on torch.<device>, or an environment variable named in the manifest's "
+            "extra['memory_limit_env'] (flagos: FLAGOS_HOST_MEMORY_LIMIT)",
+            _no_memory_limit,
+        ),
+        Capability(
+            "two_devices",
+            "a second device",
+            "run on a machine (or a device configuration) with two devices (flagos host: FLAGOS_HOST_DEVICE_COUNT)",
+            _no_second_device,
+        ),
+        Capability(
+            "compile_backend",
+            "a torch.compile backend of the device's own",
+            "register a dynamo backend named after the device (torch._dynamo.register_backend, or a "
+            "torch_dynamo_backends entry point), or list it in the manifest's extra['compile_backends'] "
+            "(flagos: torch_fl/compile/backend.py)",
+            _no_compile_backend,
+        ),
+    )
+}
+
+_found: dict[tuple[int, str], str | None] = {}
+
+
+def missing_reason(name: str) -> str | None:
+    """Why the session's device lacks `name` (None if it has it); probed once per session."""
+    current = state.current()
+    if current is None:
+        pytest.skip("flagos: no device selected (pass --flagos-device=DEVICE or set FLAGOS_DEVICE)")
+    capability = CAPABILITIES[name]
+    key = (id(current), name)
+    if key not in _found:
+        try:
+            _found[key] = capability.missing(current)
+        except Exception as exc:  # a probe that cannot even run: the capability is missing
+            _found[key] = f"checking it raised {type(exc).__name__}: {exc}"
+    return _found[key]
+
+
+def skip_reason(name: str, why: str) -> str:
+    capability = CAPABILITIES[name]
+    return f"flagos: requires {name} ({capability.what}): {why}. To provide it: {capability.provide}"
+
+
+def require(*names: str) -> None:
+    """Skip the running test (or fixture) unless the device has every capability in `names`."""
+    for name in names:
+        why = missing_reason(name)
+        if why is not None:
+            pytest.skip(skip_reason(name, why))
+
+
+def _declared(item: pytest.Item) -> list[str]:
+    names: list[str] = []
+    for marker in item.iter_markers(MARKER):
+        names.extend(str(arg) for arg in marker.args)
+    return names
+
+
+class RequirementsPlugin:
+    """Checks the markers: unknown names at collection, missing capabilities at setup."""
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            unknown = sorted(set(_declared(item)) - set(CAPABILITIES))
+            if unknown:
+                raise pytest.UsageError(
+                    f"flagos: {item.nodeid}: @pytest.mark.{MARKER}({', '.join(map(repr, unknown))}): unknown "
+                    f"capability (known: {', '.join(sorted(CAPABILITIES))})"
+                )
+
+    @pytest.hookimpl(tryfirst=True)  # before fixtures are set up
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        require(*_declared(item))
