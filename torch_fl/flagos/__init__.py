@@ -21,6 +21,7 @@ from ._device import (
     synchronize,
     accelerator_name,
 )
+from .amp import get_amp_supported_dtype
 from .memory import (
     empty_cache,
     max_memory_allocated,
