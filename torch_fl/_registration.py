@@ -24,4 +24,6 @@ def register():
     _C._accelerator_name()
     # Structured ops straight to the compute device's kernels (csrc/aten/ops.cpp).
     _C._route_to_compute_kernels()
+    # LSTM/GRU cells where the compute device lacks aten's fused ones (csrc/aten/rnn.cpp).
+    _C._register_rnn_cells()
     return flagos

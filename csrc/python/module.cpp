@@ -66,6 +66,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_available_accelerators", &flagos::available_accelerators);
   m.def("_route_to_compute_kernels", &flagos::route_to_compute_kernels);
   m.def("_direct_kernels", &flagos::direct_kernel_names);
+  m.def("_register_rnn_cells", &flagos::register_rnn_cells);
   m.def("_compute_device", [] { return std::string(flagos::accelerator().compute_device); });
   m.def("_device_count", [] { return static_cast<int>(flagos::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(flagos::current_device()); });

@@ -98,5 +98,8 @@ void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 int64_t route_to_compute_kernels();
 // The ops that route_to_compute_kernels gave unboxed kernels (aten/direct_kernels.cpp).
 std::vector<std::string> direct_kernel_names();
+// Kernels for the fused RNN cells where the compute device has none (aten/rnn.cpp);
+// once per process, at import. Returns how many ops were registered.
+int64_t register_rnn_cells();
 
 }  // namespace flagos
