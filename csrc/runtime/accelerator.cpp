@@ -38,7 +38,7 @@ const flagos_accelerator* select() {
   const char* wanted = std::getenv("FLAGOS_ACCELERATOR");
   for (const Entry& e : registry()) {
     const flagos_accelerator* acc = e.get();
-    TORCH_CHECK(acc->abi_version == FLAGOS_ABI_VERSION && acc->struct_size >= sizeof(flagos_accelerator),
+    TORCH_CHECK(acc->abi_version == FLAGOS_ABI_VERSION && acc->struct_size >= FLAGOS_ACCELERATOR_MIN_SIZE,
                 "flagos: accelerator '", e.name, "' was built for ABI version ", acc->abi_version,
                 "; this runtime speaks version ", FLAGOS_ABI_VERSION, ". Rebuild the accelerator.");
     if (wanted && *wanted) {

@@ -90,6 +90,12 @@ bool device_of(const void* ptr, c10::DeviceIndex* index);
 // reused until that work is done.
 void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 
+// ---- pinned host memory (pinned.cpp) ----
+// The accelerator's pinned host memory as a CPU allocator (pin_memory()).
+c10::Allocator* pinned_allocator();
+// Whether `ptr` points into pinned memory that pinned_allocator() handed out.
+bool is_pinned(const void* ptr);
+
 // ---- eager ops (aten/ops.cpp) ----
 // Sends ops that aten would decompose for flagos straight to the compute
 // device's kernels where it has them (through the eager fallback), and gives
