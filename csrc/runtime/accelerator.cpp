@@ -1,6 +1,7 @@
 // Picks the accelerator at start-up and wraps its status codes in c10 errors.
 #include "runtime.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -87,11 +88,19 @@ c10::DeviceIndex device_count() {
   return n;
 }
 
+namespace {
+std::atomic<IndexErrorRaiser> index_error_raiser{nullptr};
+}  // namespace
+
+void set_index_error_raiser(IndexErrorRaiser raiser) { index_error_raiser.store(raiser); }
+
 void check_index(c10::DeviceIndex index) {
-  TORCH_CHECK_INDEX(index >= 0 && index < device_count(), "flagos:", static_cast<int>(index),
-                    " is out of range: this machine has ", static_cast<int>(device_count()),
-                    " flagos device(s) on the '", accelerator().name, "' accelerator (valid: flagos:0..flagos:",
-                    static_cast<int>(device_count()) - 1, ").");
+  if (index >= 0 && index < device_count()) return;
+  std::string message = c10::str("flagos:", static_cast<int>(index), " is out of range: this machine has ",
+                                 static_cast<int>(device_count()), " flagos device(s) on the '", accelerator().name,
+                                 "' accelerator (valid: flagos:0..flagos:", static_cast<int>(device_count()) - 1, ").");
+  if (IndexErrorRaiser raise = index_error_raiser.load()) raise(message);
+  TORCH_CHECK_INDEX(false, message);
 }
 
 c10::DeviceIndex current_device() {

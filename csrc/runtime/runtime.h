@@ -34,6 +34,11 @@ c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
 // Throws "flagos:N is out of range" with the device count.
 void check_index(c10::DeviceIndex index);
+// How check_index reports an index out of range. The Python module installs
+// one that raises torch_fl's DeviceIndexError (an IndexError that is also the
+// RuntimeError cuda code catches); without one: c10::IndexError. It must throw.
+using IndexErrorRaiser = void (*)(const std::string& message);
+void set_index_error_raiser(IndexErrorRaiser raiser);
 flagos_device_properties device_properties(c10::DeviceIndex index);
 // torch device type the eager fallback computes on ("cpu" for host).
 c10::DeviceType compute_device_type();

@@ -6,6 +6,7 @@ This module *is* ``torch.flagos`` (the same object). Everything that takes a
 """
 
 from ._device import (
+    DeviceIndexError,
     current_device,
     device,
     device_count,
