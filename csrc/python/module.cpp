@@ -6,6 +6,11 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#ifdef FLAGOS_WITH_DISTRIBUTED
+#include <torch/csrc/utils/pybind.h>
+
+#include "../distributed/flagos_backend.h"
+#endif
 #include "../runtime/generator.h"
 #include "../runtime/runtime.h"
 
@@ -163,6 +168,19 @@ PYBIND11_MODULE(_C, m) {
                                              c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                              reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type));
   });
+
+#ifdef FLAGOS_WITH_DISTRIBUTED
+  // torch_fl.distributed's c10d backend over existing engines (ProcessGroupGloo, ProcessGroupNCCL).
+  m.def(
+      "_distributed_backend",
+      [](c10::intrusive_ptr<c10d::Backend> device_engine, std::optional<c10::intrusive_ptr<c10d::Backend>> cpu_engine,
+         int rank, int size) {
+        return flagos::make_distributed_backend(std::move(device_engine),
+                                                cpu_engine ? *cpu_engine : c10::intrusive_ptr<c10d::Backend>(), rank,
+                                                size);
+      },
+      py::arg("device_engine"), py::arg("cpu_engine"), py::arg("rank"), py::arg("size"));
+#endif
 
   m.def("_default_generator", [](int i) {
     const at::Generator& g = flagos::default_generator(static_cast<c10::DeviceIndex>(i));
