@@ -53,12 +53,11 @@ def register() -> bool:
     if not dist.is_available() or not hasattr(_C, "_distributed_backend"):
         return False
     if BACKEND not in dist.Backend.backend_list:
-        dist.Backend.register_backend(BACKEND, _create_backend, devices=["cpu", torch_device_type()])
+        # The device type is PrivateUse1's name ("flagos"); CPU tensors are served too (Gloo).
+        dist.Backend.register_backend(
+            BACKEND, _create_backend, devices=["cpu", torch._C._get_privateuse1_backend_name()]
+        )
     return True
-
-
-def torch_device_type() -> str:
-    return torch._C._get_privateuse1_backend_name()
 
 
 __all__ = ["BACKEND", "register"]
