@@ -73,11 +73,18 @@ def choose_cxx() -> None:
     )
 
 
+def with_distributed() -> bool:
+    """The c10d backend (csrc/distributed/) builds where this torch has torch.distributed."""
+    return torch.distributed.is_available()
+
+
 def sources(cuda: bool):
     # One accelerator directory per back end; host is always built.
     patterns = ["csrc/runtime/*.cpp", "csrc/aten/*.cpp", "csrc/python/*.cpp", "csrc/accelerator/host/*.cpp"]
     if cuda:
         patterns.append("csrc/accelerator/cuda/*.cpp")
+    if with_distributed():
+        patterns.append("csrc/distributed/*.cpp")
     return sorted(f for p in patterns for f in glob.glob(os.path.join(ROOT, p)))
 
 
@@ -89,7 +96,8 @@ def extension():
         name="torch_fl._C",
         sources=[os.path.relpath(s, ROOT) for s in sources(cuda)],
         include_dirs=[os.path.join(ROOT, "csrc", "include"), os.path.join(ROOT, "csrc")],
-        define_macros=[("FLAGOS_WITH_CUDA", "1")] if cuda else [],
+        define_macros=([("FLAGOS_WITH_CUDA", "1")] if cuda else [])
+        + ([("FLAGOS_WITH_DISTRIBUTED", "1")] if with_distributed() else []),
         extra_compile_args={"cxx": ["-O2", "-Wall", "-Wno-unused-parameter"]},
     )
 

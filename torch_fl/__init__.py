@@ -28,4 +28,8 @@ from .compile import install as _install_compile  # noqa: E402
 
 _install_compile()
 
+from .distributed import register as _register_distributed  # noqa: E402
+
+_register_distributed()
+
 __all__ = ["flagos"]

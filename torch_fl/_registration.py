@@ -58,6 +58,8 @@ def register():
     _C._accelerator_name()
     # Structured ops straight to the compute device's kernels (csrc/aten/ops.cpp).
     _C._route_to_compute_kernels()
+    # LSTM/GRU cells where the compute device lacks aten's fused ones (csrc/aten/rnn.cpp).
+    _C._register_rnn_cells()
     # flagos is this process's device now: the processes it starts (inductor's compile
     # workers above all) must see it after a bare `import torch`.
     if flagos_autoload.mode() != flagos_autoload.OFF:

@@ -2,9 +2,15 @@
 // csrc/runtime; the torch.flagos API is built on these in torch_fl/.
 #include <ATen/EmptyTensor.h>
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#ifdef FLAGOS_WITH_DISTRIBUTED
+#include <torch/csrc/utils/pybind.h>
+
+#include "../distributed/flagos_backend.h"
+#endif
 #include "../runtime/generator.h"
 #include "../runtime/runtime.h"
 
@@ -57,15 +63,59 @@ py::dict stats(int index) {
   return d;
 }
 
+// torch_fl._C.DeviceIndexError: an out-of-range flagos device index. An
+// IndexError (what flagos always raised) and the RuntimeError -- on torch
+// versions that have it, torch.AcceleratorError -- that cuda raises for an
+// invalid device ordinal, so code written for either catches it.
+PyObject* device_index_error = nullptr;  // lives as long as the interpreter
+
+bool python_usable() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+// Raised through torch's own error translation (python_error carries the
+// Python exception), so it arrives unchanged from a flagos binding, a torch
+// function or a kernel reached through the dispatcher.
+void raise_device_index_error(const std::string& message) {
+  if (device_index_error == nullptr || !python_usable()) TORCH_CHECK_INDEX(false, message);
+  python_error error;
+  {
+    py::gil_scoped_acquire gil;
+    PyErr_SetString(device_index_error, message.c_str());
+    error.persist();
+  }
+  throw error;
+}
+
+PyObject* make_device_index_error() {
+  py::object torch = py::module_::import("torch");
+  py::object runtime_error = py::getattr(torch, "AcceleratorError", py::reinterpret_borrow<py::object>(PyExc_RuntimeError));
+  py::tuple bases = py::make_tuple(py::reinterpret_borrow<py::object>(PyExc_IndexError), runtime_error);
+  PyObject* cls = PyErr_NewExceptionWithDoc(
+      "torch_fl._C.DeviceIndexError",
+      "A flagos device index out of range: an IndexError, and the RuntimeError cuda raises for an invalid device.",
+      bases.ptr(), nullptr);
+  if (cls == nullptr) throw py::error_already_set();
+  return cls;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "flagos runtime (see torch_fl)";
   m.attr("abi_version") = FLAGOS_ABI_VERSION;
+  device_index_error = make_device_index_error();
+  m.attr("DeviceIndexError") = py::reinterpret_borrow<py::object>(device_index_error);
+  flagos::set_index_error_raiser(&raise_device_index_error);
   m.def("_accelerator_name", [] { return std::string(flagos::accelerator().name); });
   m.def("_available_accelerators", &flagos::available_accelerators);
   m.def("_route_to_compute_kernels", &flagos::route_to_compute_kernels);
   m.def("_direct_kernels", &flagos::direct_kernel_names);
+  m.def("_register_rnn_cells", &flagos::register_rnn_cells);
   m.def("_compute_device", [] { return std::string(flagos::accelerator().compute_device); });
   m.def("_device_count", [] { return static_cast<int>(flagos::device_count()); });
   m.def("_current_device", [] { return static_cast<int>(flagos::current_device()); });
@@ -118,6 +168,19 @@ PYBIND11_MODULE(_C, m) {
                                              c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                              reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type));
   });
+
+#ifdef FLAGOS_WITH_DISTRIBUTED
+  // torch_fl.distributed's c10d backend over existing engines (ProcessGroupGloo, ProcessGroupNCCL).
+  m.def(
+      "_distributed_backend",
+      [](c10::intrusive_ptr<c10d::Backend> device_engine, std::optional<c10::intrusive_ptr<c10d::Backend>> cpu_engine,
+         int rank, int size) {
+        return flagos::make_distributed_backend(std::move(device_engine),
+                                                cpu_engine ? *cpu_engine : c10::intrusive_ptr<c10d::Backend>(), rank,
+                                                size);
+      },
+      py::arg("device_engine"), py::arg("cpu_engine"), py::arg("rank"), py::arg("size"));
+#endif
 
   m.def("_default_generator", [](int i) {
     const at::Generator& g = flagos::default_generator(static_cast<c10::DeviceIndex>(i));

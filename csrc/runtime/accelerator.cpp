@@ -1,6 +1,7 @@
 // Picks the accelerator at start-up and wraps its status codes in c10 errors.
 #include "runtime.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -47,7 +48,7 @@ const flagos_accelerator* select() {
   const char* wanted = std::getenv("FLAGOS_ACCELERATOR");
   for (const Entry& e : registry()) {
     const flagos_accelerator* acc = e.get();
-    TORCH_CHECK(acc->abi_version == FLAGOS_ABI_VERSION && acc->struct_size >= sizeof(flagos_accelerator),
+    TORCH_CHECK(acc->abi_version == FLAGOS_ABI_VERSION && acc->struct_size >= FLAGOS_ACCELERATOR_MIN_SIZE,
                 "flagos: accelerator '", e.name, "' was built for ABI version ", acc->abi_version,
                 "; this runtime speaks version ", FLAGOS_ABI_VERSION, ". Rebuild the accelerator.");
     if (wanted && *wanted) {
@@ -110,13 +111,23 @@ c10::DeviceIndex device_count() {
   return n;
 }
 
+namespace {
+std::atomic<IndexErrorRaiser> index_error_raiser{nullptr};
+}  // namespace
+
+void set_index_error_raiser(IndexErrorRaiser raiser) { index_error_raiser.store(raiser); }
+
 void check_index(c10::DeviceIndex index) {
   if (index >= 0 && index < device_count()) return;
-  TORCH_CHECK_INDEX(device_count() > 0, "flagos:", static_cast<int>(index), " does not exist: there are no flagos ",
-                    "devices (", no_devices_reason(), ").");
-  TORCH_CHECK_INDEX(false, "flagos:", static_cast<int>(index), " is out of range: this machine has ",
-                    static_cast<int>(device_count()), " flagos device(s) on the '", accelerator().name,
-                    "' accelerator (valid: flagos:0..flagos:", static_cast<int>(device_count()) - 1, ").");
+  std::string message =
+      device_count() > 0
+          ? c10::str("flagos:", static_cast<int>(index), " is out of range: this machine has ",
+                     static_cast<int>(device_count()), " flagos device(s) on the '", accelerator().name,
+                     "' accelerator (valid: flagos:0..flagos:", static_cast<int>(device_count()) - 1, ").")
+          : c10::str("flagos:", static_cast<int>(index), " does not exist: there are no flagos devices (",
+                     no_devices_reason(), ").");
+  if (IndexErrorRaiser raise = index_error_raiser.load()) raise(message);
+  TORCH_CHECK_INDEX(false, message);
 }
 
 c10::DeviceIndex current_device() {

@@ -12,7 +12,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -103,8 +102,8 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(device_of(data, &index), "flagos: pointer ", data, " was not allocated by flagos");
     return c10::Device(kDeviceType, index);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
     resize_storage_bytes(storage, new_bytes);

@@ -34,6 +34,11 @@ c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
 // Throws "flagos:N is out of range" with the device count.
 void check_index(c10::DeviceIndex index);
+// How check_index reports an index out of range. The Python module installs
+// one that raises torch_fl's DeviceIndexError (an IndexError that is also the
+// RuntimeError cuda code catches); without one: c10::IndexError. It must throw.
+using IndexErrorRaiser = void (*)(const std::string& message);
+void set_index_error_raiser(IndexErrorRaiser raiser);
 flagos_device_properties device_properties(c10::DeviceIndex index);
 // torch device type the eager fallback computes on ("cpu" for host).
 c10::DeviceType compute_device_type();
@@ -90,6 +95,12 @@ bool device_of(const void* ptr, c10::DeviceIndex* index);
 // reused until that work is done.
 void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 
+// ---- pinned host memory (pinned.cpp) ----
+// The accelerator's pinned host memory as a CPU allocator (pin_memory()).
+c10::Allocator* pinned_allocator();
+// Whether `ptr` points into pinned memory that pinned_allocator() handed out.
+bool is_pinned(const void* ptr);
+
 // ---- eager ops (aten/ops.cpp) ----
 // Sends ops that aten would decompose for flagos straight to the compute
 // device's kernels where it has them (through the eager fallback), and gives
@@ -98,5 +109,8 @@ void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 int64_t route_to_compute_kernels();
 // The ops that route_to_compute_kernels gave unboxed kernels (aten/direct_kernels.cpp).
 std::vector<std::string> direct_kernel_names();
+// Kernels for the fused RNN cells where the compute device has none (aten/rnn.cpp);
+// once per process, at import. Returns how many ops were registered.
+int64_t register_rnn_cells();
 
 }  // namespace flagos

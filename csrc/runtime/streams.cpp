@@ -7,6 +7,11 @@
 #include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#if __has_include(<c10/core/DeviceCapability.h>)
+#include <c10/core/DeviceCapability.h>
+#define FLAGOS_HAS_DEVICE_CAPABILITY 1  // torch.accelerator.get_device_capability (not in every torch)
+#endif
+
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -166,6 +171,30 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // torch.Stream.native_handle: the accelerator's handle, what compiled code launches on.
   void* getStreamNativeHandle(const c10::Stream stream) const override { return native_stream(stream); }
   c10::DeviceIndex deviceCount() const noexcept override { return device_count(); }
+
+#ifdef FLAGOS_HAS_DEVICE_CAPABILITY
+  // torch.accelerator.get_device_capability(): the dtypes flagos tensors can
+  // hold and copy. Every flagos kernel is the compute device's, so start from
+  // what it reports (everything, where it does not say), less the quantized
+  // dtypes (flagos tensors are strided) and the sub-byte placeholder integers
+  // (uint1..7, int1..7: no copy kernel takes them).
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    check_index(device.has_index() ? device.index() : current_device());
+    c10::DeviceCapability capability;
+    const c10::DeviceType compute = compute_device_type();
+    try {
+      capability = c10::impl::getDeviceGuardImpl(compute)->getDeviceCapability(
+          compute == c10::kCPU ? c10::Device(compute) : c10::Device(compute, device.index()));
+    } catch (const c10::Error&) {
+      // The compute device does not answer: keep the default (every dtype).
+    }
+    auto& has = capability.capability_data.supported_scalar_types;
+    has.has_QInt8 = has.has_QUInt8 = has.has_QInt32 = has.has_QUInt4x2 = has.has_QUInt2x4 = 0;
+    has.has_UInt1 = has.has_UInt2 = has.has_UInt3 = has.has_UInt4 = has.has_UInt5 = has.has_UInt6 = has.has_UInt7 = 0;
+    has.has_Int1 = has.has_Int2 = has.has_Int3 = has.has_Int4 = has.has_Int5 = has.has_Int6 = has.has_Int7 = 0;
+    return capability;
+  }
+#endif
 
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     if (event) accelerator().event_destroy(as_event(event));

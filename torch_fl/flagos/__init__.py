@@ -6,6 +6,7 @@ This module *is* ``torch.flagos`` (the same object). Everything that takes a
 """
 
 from ._device import (
+    DeviceIndexError,
     current_device,
     device,
     device_count,
@@ -21,6 +22,7 @@ from ._device import (
     synchronize,
     accelerator_name,
 )
+from .amp import get_amp_supported_dtype
 from .memory import (
     empty_cache,
     max_memory_allocated,

@@ -8,6 +8,9 @@ from .. import _C
 
 DEVICE_TYPE = "flagos"
 
+# An out-of-range device index: an IndexError and the RuntimeError cuda code expects.
+DeviceIndexError = _C.DeviceIndexError
+
 
 def _index(device=None, optional=True) -> int:
     """The device index meant by ``device`` (None -> current device)."""
@@ -43,7 +46,10 @@ def current_device() -> int:
 
 
 def set_device(device) -> None:
-    _C._set_device(_index(device))
+    """Makes ``device`` current; a negative index is a no-op, as for torch.cuda.set_device."""
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(index)
 
 
 def init() -> None:

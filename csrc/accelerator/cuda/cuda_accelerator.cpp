@@ -17,6 +17,7 @@
 #include "flagos/accelerator.h"
 #include "flagos/byte_size.h"
 
+#include <ATen/core/CachingHostAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -289,6 +290,52 @@ flagos_status cuda_compute_stream_id(int32_t device, flagos_stream stream, int64
   return FLAGOS_SUCCESS;
 }
 
+// Pinned memory comes from torch's CUDA caching host allocator (cudaHostAlloc
+// blocks, cached): CUDA's copy kernel records an event on the block a
+// non_blocking copy uses (found by the memory's context, the handle, or by its
+// pointer), so a block freed while a copy is in flight is not handed out again
+// before the copy is done, and no free synchronizes the device.
+struct PinnedBlocks {
+  std::mutex mu;
+  std::unordered_map<void*, at::DataPtr> by_handle;
+};
+
+PinnedBlocks& pinned_blocks() {
+  static PinnedBlocks* blocks = new PinnedBlocks();  // used by frees during static destruction
+  return *blocks;
+}
+
+flagos_status cuda_pinned_alloc(size_t size, void** ptr, void** handle) {
+  if (ptr == nullptr || handle == nullptr) return FLAGOS_ERROR_INVALID_VALUE;
+  *ptr = *handle = nullptr;
+  if (size == 0) return FLAGOS_SUCCESS;
+  at::DataPtr block;
+  try {
+    block = at::getHostAllocator(at::kCUDA)->allocate(size);
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return FLAGOS_ERROR_OUT_OF_MEMORY;
+  }
+  *ptr = block.get();
+  *handle = block.get_context() ? block.get_context() : block.get();
+  PinnedBlocks& blocks = pinned_blocks();
+  std::lock_guard<std::mutex> lock(blocks.mu);
+  blocks.by_handle.emplace(*handle, std::move(block));
+  return FLAGOS_SUCCESS;
+}
+
+flagos_status cuda_pinned_free(void* handle) {
+  if (handle == nullptr) return FLAGOS_SUCCESS;
+  at::DataPtr block;  // released (back to the cache) outside the lock
+  PinnedBlocks& blocks = pinned_blocks();
+  std::lock_guard<std::mutex> lock(blocks.mu);
+  auto it = blocks.by_handle.find(handle);
+  if (it == blocks.by_handle.end()) return FLAGOS_ERROR_INVALID_VALUE;
+  block = std::move(it->second);
+  blocks.by_handle.erase(it);
+  return FLAGOS_SUCCESS;
+}
+
 const flagos_accelerator kCudaAccelerator = {
     FLAGOS_ABI_VERSION,
     sizeof(flagos_accelerator),
@@ -317,6 +364,8 @@ const flagos_accelerator kCudaAccelerator = {
     cuda_event_synchronize,
     cuda_event_elapsed_time,
     cuda_compute_stream_id,
+    cuda_pinned_alloc,
+    cuda_pinned_free,
 };
 
 }  // namespace

@@ -270,6 +270,25 @@ flagos_status host_event_elapsed_time(float* ms, flagos_event start, flagos_even
   return FLAGOS_SUCCESS;
 }
 
+// Pinned host memory. The host executor copies synchronously (memcpy), so
+// page-locking would buy nothing and count against RLIMIT_MEMLOCK: pinned
+// memory is an aligned host allocation of its own, which the runtime knows as
+// pinned. The handle is the pointer.
+flagos_status host_pinned_alloc(size_t size, void** ptr, void** handle) {
+  if (ptr == nullptr || handle == nullptr) return FLAGOS_ERROR_INVALID_VALUE;
+  *ptr = *handle = nullptr;
+  if (size == 0) return FLAGOS_SUCCESS;
+  void* p = nullptr;
+  if (posix_memalign(&p, kAlignment, size) != 0 || p == nullptr) return FLAGOS_ERROR_OUT_OF_MEMORY;
+  *ptr = *handle = p;
+  return FLAGOS_SUCCESS;
+}
+
+flagos_status host_pinned_free(void* handle) {
+  std::free(handle);
+  return FLAGOS_SUCCESS;
+}
+
 const char* host_error_string(flagos_status status) {
   switch (status) {
     case FLAGOS_SUCCESS: return "success";
@@ -311,6 +330,8 @@ const flagos_accelerator kHostAccelerator = {
     host_event_synchronize,
     host_event_elapsed_time,
     nullptr,  // compute_stream_id: the CPU runs kernels on the calling thread
+    host_pinned_alloc,
+    host_pinned_free,
 };
 
 }  // namespace

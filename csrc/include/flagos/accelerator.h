@@ -23,7 +23,10 @@
 extern "C" {
 #endif
 
-/* Bumped when the table changes incompatibly. A loader rejects a mismatch. */
+/* Bumped when the table changes incompatibly. A loader rejects a mismatch.
+ * Compatible additions are optional entries appended to the table: a back end
+ * built before one was added has a smaller struct_size, and a runtime reads the
+ * entry only through FLAGOS_HAS_ENTRY (absent or NULL: not supported). */
 #define FLAGOS_ABI_VERSION 1
 
 typedef enum flagos_status {
@@ -112,7 +115,28 @@ typedef struct flagos_accelerator {
    * eager fallback runs the compute device's kernels on the current flagos
    * stream (for cuda: the id of the CUDA stream this flagos stream is). */
   flagos_status (*compute_stream_id)(int32_t device, flagos_stream stream, int64_t* stream_id);
+
+  /* ---- appended in ABI 1 (optional; read through FLAGOS_HAS_ENTRY) ---- */
+
+  /* Pinned (page-locked) host memory: what Tensor.pin_memory() and
+   * DataLoader(pin_memory=True) hand out, and what non_blocking copies to and
+   * from the device can run asynchronously on. `handle` identifies the
+   * allocation to pinned_free; it is also the memory's allocation context seen
+   * by the compute device's kernels (cuda: the block of torch's CUDA caching
+   * host allocator, so CUDA's asynchronous copies record their use of it and
+   * it is not reused before they finish). NULL: the accelerator has no pinned
+   * memory, and pin_memory() raises. */
+  flagos_status (*pinned_alloc)(size_t size, void** ptr, void** handle);
+  flagos_status (*pinned_free)(void* handle);
 } flagos_accelerator;
+
+/* The smallest table a runtime accepts: everything up to the first appended entry. */
+#define FLAGOS_ACCELERATOR_MIN_SIZE offsetof(flagos_accelerator, pinned_alloc)
+
+/* Whether a back end's table (a pointer) has an appended entry and fills it in. */
+#define FLAGOS_HAS_ENTRY(acc, entry)                                                   \
+  ((acc)->struct_size >= offsetof(flagos_accelerator, entry) + sizeof((acc)->entry) && \
+   (acc)->entry != NULL)
 
 /* Each accelerator directory exports one of these, named flagos_<name>_accelerator. */
 typedef const flagos_accelerator* (*flagos_accelerator_entry)(void);

@@ -1,0 +1,119 @@
+"""Profiler: torch.profiler records the device's eager ops and compiled kernels with sane times,
+and the event-timing profiler (torch.autograd.profiler.profile(use_device=...)) gives eager ops a
+device time taken with the device's own events."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from conformance_support import bullet, fail
+from torch.autograd.profiler import profile as autograd_profile
+from torch.profiler import ProfilerActivity, profile, supported_activities
+
+pytestmark = pytest.mark.flagos_area("profiler")
+
+WHERE = (
+    "  where to look: the device's profiler hooks: for a PrivateUse1 device the ProfilerStubs registered "
+    "with torch::profiler::impl::registerPrivateUse1Methods (record/elapsed with the device's timing "
+    "events) (flagos: csrc/runtime/profiler.cpp); for a compiled kernel, the launcher's record_function "
+    "(inductor's CachingAutotuner)"
+)
+
+_ACTIVITY_OF = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
+
+
+def _device_activity(device: torch.device) -> ProfilerActivity | None:
+    """The profiler activity that records work of the device type, if torch has one."""
+    if device.type == "cpu":
+        return None
+    name = _ACTIVITY_OF.get(device.type)
+    if name is None and device.type == torch._C._get_privateuse1_backend_name():
+        name = "PrivateUse1"
+    return getattr(ProfilerActivity, name, None) if name else None
+
+
+def _work(device: torch.device) -> None:
+    x = torch.randn(128, 128, device=device)
+    for _ in range(3):
+        x = (x @ x).relu() / 128
+    torch.get_device_module(device.type).synchronize()
+
+
+def _insane(events, wall_us: float) -> list[str]:
+    problems = []
+    for e in events:
+        for what, value in (("cpu", e.cpu_time_total), ("device", e.device_time_total)):
+            if not 0 <= value <= wall_us:
+                problems.append(f"{e.name}: {what} time {value:.1f} us outside [0, {wall_us:.0f}] us (wall clock)")
+    return problems
+
+
+def _profiled(run, make_profiler):
+    run()  # warm-up outside the profile
+    start = time.perf_counter()
+    with make_profiler() as prof:
+        run()
+    return prof, (time.perf_counter() - start) * 1e6
+
+
+def test_profiler_records_eager_ops_with_sane_times(flagos_device):
+    activities = [ProfilerActivity.CPU]
+    activity = _device_activity(flagos_device)
+    if activity is not None and activity in supported_activities():
+        activities.append(activity)
+    prof, wall_us = _profiled(lambda: _work(flagos_device), lambda: profile(activities=activities))
+    events = prof.events()
+    names = {e.name for e in events}
+    problems = _insane(events, wall_us)
+    if not {"aten::mm", "aten::relu"} <= names:
+        problems.append(f"aten::mm / aten::relu missing from the recorded events: {sorted(names)[:20]}")
+    if problems:
+        fail(
+            f"torch.profiler.profile({[a.name for a in activities]}) on the device:\n" + bullet(problems) + "\n" + WHERE
+        )
+
+
+def test_event_timing_profiler_gives_eager_ops_device_time(flagos_device):
+    activity = _device_activity(flagos_device)
+    if activity is None:
+        pytest.skip(f"device has no profiler device timing: {flagos_device.type} has no ProfilerActivity")
+    if activity not in supported_activities():
+        pytest.skip(
+            f"device has no profiler device timing: ProfilerActivity.{activity.name} is not in "
+            "torch.profiler.supported_activities()"
+        )
+    prof, wall_us = _profiled(
+        lambda: _work(flagos_device), lambda: autograd_profile(use_device=flagos_device.type, use_kineto=False)
+    )
+    problems = _insane(prof.function_events, wall_us)
+    mm = [e for e in prof.function_events if e.name == "aten::mm"]
+    if not mm or not any(e.device_time_total > 0 for e in mm):
+        problems.append(f"aten::mm got no device time ({[e.device_time_total for e in mm]})")
+    if problems:
+        fail(
+            f"torch.autograd.profiler.profile(use_device={flagos_device.type!r}, use_kineto=False) on the device:\n"
+            + bullet(problems)
+            + "\n"
+            + WHERE
+        )
+
+
+def test_compiled_kernels_appear_in_the_profiler(flagos_device, flagos_capabilities, fresh_inductor_cache):
+    def f(x):
+        return (torch.sin(x) * 2).sum(-1)
+
+    compiled = torch.compile(f, backend="inductor")
+    x = torch.randn(64, 256, device=flagos_device)
+    activities = [ProfilerActivity.CPU]
+    prof, wall_us = _profiled(lambda: compiled(x), lambda: profile(activities=activities))
+    events = prof.events()
+    names = {e.name for e in events}
+    problems = _insane(events, wall_us)
+    if not any("Compiled" in n for n in names):
+        problems.append(f"no compiled region among the events: {sorted(names)}")
+    if flagos_capabilities.codegen == "triton" and not any(n.startswith("triton_") for n in names):
+        problems.append(f"no Triton kernel among the events: {sorted(names)}")
+    if problems:
+        fail("a compiled function under torch.profiler on the device:\n" + bullet(problems) + "\n" + WHERE)
