@@ -403,3 +403,46 @@ def test_planted_bad_ops_get_their_verdicts_and_a_crash_does_not_stop_the_run(pl
     verdicts = verdicts_of(planted.path / "junit.xml")
     for name, verdict in EXPECTED_VERDICTS.items():
         assert verdicts.get(name) == verdict, (name, verdicts)
+
+
+# --- scale-out: xdist and pytest-split shards give the outcomes of one serial run ---------
+
+
+@pytest.mark.slow
+def test_xdist_and_shards_give_the_outcomes_of_a_serial_run(pytester, run_pytest, monkeypatch, tmp_path):
+    pytest.importorskip("pytest_split")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_matrix_summary", REPO / ".github" / "scripts" / "matrix_summary.py")
+    matrix_summary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(matrix_summary)
+
+    monkeypatch.setenv("FLAGOS_OPS_TIER", "ci")
+    monkeypatch.setenv("FLAGOS_OPS_SHARE", "1/80")  # a handful of ops
+    target = str(REPO / "conformance" / "test_ops.py")
+    runs = {
+        "serial": [],
+        "xdist": ["-n", "2"],
+        "x.shard-1-of-2": ["--splits", "2", "--group", "1"],
+        "x.shard-2-of-2": ["--splits", "2", "--group", "2"],
+    }
+    outcomes = {}
+    for name, extra in runs.items():
+        path = tmp_path / f"{name}.json"
+        result = run_pytest(target, "--flagos-device=flagos", f"--flagos-report={path}", *extra, timeout=600)
+        assert result.ret in (0, 1), result.stdout.str()
+        outcomes[name] = {t["nodeid"]: t["outcome"] for t in json.loads(path.read_text())["tests"]}
+    serial = outcomes["serial"]
+    assert len(serial) >= 3 and any(n.startswith("conformance/test_ops.py::test_forward[") for n in serial)
+    assert outcomes["xdist"] == serial
+    shards = [outcomes["x.shard-1-of-2"], outcomes["x.shard-2-of-2"]]
+    assert all(shards) and not set(shards[0]) & set(shards[1])
+    assert {**shards[0], **shards[1]} == serial
+    # the matrix merges the two shard reports into the row of the serial run
+    rows = {}
+    for label, paths in (("serial", ["serial.json"]), ("x", ["x.shard-1-of-2.json", "x.shard-2-of-2.json"])):
+        reports = [matrix_summary.load_report(tmp_path / p)[0] for p in paths]
+        merged, problems = matrix_summary.merge_shards(reports)
+        assert problems == [] and len(merged) == 1
+        rows[label] = merged[0]["summary"]
+    assert rows["x"] == rows["serial"]
