@@ -402,10 +402,11 @@ def _compare_leaf(path: str, got: Any, cpu: Any, ref: Any, dtype_slack: float) -
         return None
     bad = ~ok
     worst = float(error.masked_fill(~bad | error.isnan(), 0).max())
-    kind = "cpu float64 reference" if use_ref else f"cpu {cpu.dtype} result"
+    name = str(cpu.dtype).removeprefix("torch.")
+    kind = "cpu float64 reference" if use_ref else f"cpu {name} result"
     return (
         f"{path}: {int(bad.sum())} of {g.numel()} values differ from the {kind} "
-        f"(atol={atol}, rtol={rtol}, plus {dtype_slack}x cpu's own {cpu.dtype} error; worst abs error {worst:.3g})"
+        f"(atol={atol}, rtol={rtol}, plus {dtype_slack}x cpu's own {name} error; worst abs error {worst:.3g})"
     )
 
 
@@ -486,12 +487,19 @@ def check_eager(sample: FlatSample, device: Any, dtype: Any, *, grads: bool, nam
 # --------------------------------------------------------------------------------------------
 
 
+WRAPPER_MODULES = ("torch._dynamo", "torch._inductor")
+
+
 def innermost(exc: BaseException) -> BaseException:
-    """The error under dynamo's and inductor's wrappers (BackendCompilerFailed.inner_exception,
-    raise ... from ...), which is the one that says what went wrong."""
+    """The error under dynamo's and inductor's wrappers, which is the one that says what went
+    wrong: BackendCompilerFailed.inner_exception, ``raise ... from ...``, and the handled
+    exception of a wrapper raised ``from None`` (torch._dynamo.exc.TorchRuntimeError around a
+    fake kernel's error)."""
     seen = {id(exc)}
     while True:
         inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        if inner is None and type(exc).__module__.startswith(WRAPPER_MODULES):
+            inner = exc.__context__
         if inner is None or id(inner) in seen:
             return exc
         seen.add(id(inner))

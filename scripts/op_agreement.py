@@ -73,7 +73,7 @@ def render(a: dict[str, dict], b: dict[str, dict], label_a: str, label_b: str) -
         c = Counter(t["outcome"] for t in side.values())
         row = [len(side)] + [c[o] for o in ("passed", "failed", "xfailed", "xpassed", "skipped", "error")]
         lines.append(f"| {label} | " + " | ".join(map(str, row)) + " |")
-    lines += ["", "Verdicts of failures and expected failures:", ""]
+    lines += ["", "Verdicts of failures (the report gives an expected failure its expectation, not its verdict):", ""]
     for label, side in ((label_a, a), (label_b, b)):
         v = Counter(verdict(t) for t in side.values() if t["outcome"] in ("failed", "error", "xfailed"))
         lines.append(f"- {label}: " + (", ".join(f"{k} {n}" for k, n in sorted(v.items())) or "none"))
