@@ -40,6 +40,13 @@ TOPICS = {
 }
 
 
+def _every_case() -> Any:
+    """The tier of every case: every op, every claimed dtype, float32 backward."""
+    from pytest_flagos.opinfo import TIERS
+
+    return dataclasses.replace(TIERS["full"], share=(1, 1))
+
+
 def tier_from_env(environ: Any = None) -> Any:
     """The tier the environment selects; pytest.UsageError naming the variable if it is bad."""
     from pytest_flagos.opinfo import TIERS, parse_share
@@ -87,8 +94,42 @@ def op_db() -> tuple[Any, ...]:
     return tuple(load_op_db())
 
 
+class TierSelection:
+    """Deselects the cases outside the tier once collection is done.
+
+    Every case of every tier is collected and those outside the chosen tier are deselected
+    (pytest_deselected, as -k does): an expectations entry for a case of another tier or share
+    is then not reported stale, and pytest-split (trylast) and xdist divide the selected cases.
+    """
+
+    name = "flagos-ops-tier-selection"
+
+    def __init__(self) -> None:
+        self.outside: set[tuple[str, str]] = set()  # (test function, case id)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep, drop = [], []
+        for item in items:
+            spec = getattr(item, "callspec", None)
+            key = (getattr(item, "originalname", item.name), spec.id if spec is not None else "")
+            (drop if key in self.outside else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+
+def _selection(config: pytest.Config) -> TierSelection:
+    plugin = config.pluginmanager.get_plugin(TierSelection.name)
+    if plugin is None:
+        plugin = TierSelection()
+        config.pluginmanager.register(plugin, TierSelection.name)
+    return plugin
+
+
 def parametrize(metafunc: pytest.Metafunc, backward: bool) -> None:
-    """Parametrize `op_case` with the tier's cases for the session's device."""
+    """Parametrize `op_case` with every case for the session's device; those outside the
+    environment's tier are deselected after collection (TierSelection)."""
     from pytest_flagos import session
     from pytest_flagos.opinfo import cases
 
@@ -108,14 +149,19 @@ def parametrize(metafunc: pytest.Metafunc, backward: bool) -> None:
     marks = []
     if metafunc.config.pluginmanager.hasplugin("timeout"):
         marks.append(pytest.mark.timeout(timeout_from_env(), method="signal"))
-    params = [
-        pytest.param((op, case), id=case.id, marks=marks)
-        for op, case in cases(ops, current.device.type, caps.dtypes, tier, dict(caps.extra))
-        if case.backward == backward
-    ]
+    args = (current.device.type, caps.dtypes)
+    extra = dict(caps.extra)
+    chosen = [(op, case) for op, case in cases(ops, *args, tier, extra) if case.backward == backward]
+    everything = [(op, case) for op, case in cases(ops, *args, _every_case(), extra) if case.backward == backward]
+    chosen_ids = {case.id for _, case in chosen}
+    universe = everything + [(op, case) for op, case in chosen if case.id not in {c.id for _, c in everything}]
+    params = [pytest.param((op, case), id=case.id, marks=marks) for op, case in universe]
+    _selection(metafunc.config).outside |= {
+        (metafunc.function.__name__, case.id) for _, case in universe if case.id not in chosen_ids
+    }
     if not params:
         what = "backward" if backward else "forward"
-        reason = f"{tier.describe()}: no {what} case for this device"
+        reason = f"no {what} case for this device (its manifest claims no dtype the ops support)"
         params = [pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))]
     metafunc.parametrize("op_case", params)
 
