@@ -15,6 +15,7 @@
 # The op phases need pytest-split and expecttest, which the image lacks: carry their wheels in
 # .whl (see OPS_WHEELS below). OPS_SHARE (default 1/8 of op_db) and OPS_SAMPLES (default all)
 # size the full tier to fit the 10-minute call: a full phase at 1/8 is ~375 cases of ~3000.
+# OPS_WORKERS (16) and OPS_SHARD_WORKERS (4) set the xdist workers of the two kinds of phase.
 # Op reports go to $OUT/ops-reports.tar.gz, the agreement and shard checks to $OUT/ops-*.md.
 # Phases joined by '+' run at the same time (tests only: timings run alone).
 # Logs go to $OUT/logs.tar.gz (one file per phase, refreshed after each phase,
@@ -118,14 +119,14 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
     ops-full-cuda|ops-full-flagos)
       ops_setup; which=${p#ops-full-}; label=$(ops_label "$which")
       export -f ops_pytest; export PY
-      phase "$p" 560 bash -c 'ops_pytest "$@"' _ "$which" "$OPS_DIR/$label.json" -n 16
+      phase "$p" 560 bash -c 'ops_pytest "$@"' _ "$which" "$OPS_DIR/$label.json" -n "${OPS_WORKERS:-16}"
       save_ops ;;
     ops-shards-cuda|ops-shards-flagos)  # 4 machines' worth: 4 shards of 4 workers, side by side
       ops_setup; which=${p#ops-shards-}; label=$(ops_label "$which")
       export -f ops_pytest; export PY
       for k in 1 2 3 4; do
         phase "$p-$k" 560 bash -c 'ops_pytest "$@"' _ "$which" "$OPS_DIR/shards/$label.shard-$k-of-4.json" \
-          -n 4 --splits 4 --group "$k" &
+          -n "${OPS_SHARD_WORKERS:-4}" --splits 4 --group "$k" &
       done
       wait
       # against the -n 16 run of the same call (ops-full-X before it); otherwise compare the
