@@ -4,19 +4,22 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-DEPS := $(VENV)/.flagos-deps
+# The stamp's name changes with the list of packages below, so that an existing .venv
+# installs what was added (expecttest, pytest-split, pytest-timeout: the op coverage area).
+DEPS := $(VENV)/.flagos-deps-2
 REGISTERED := $(VENV)/.flagos-registered
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
 PYTEST_ARGS ?=
 
-.PHONY: build test conformance conformance-cpu smoke bench clean lint docs ci-configs sensitivity
+.PHONY: build test conformance conformance-cpu conformance-ops-full smoke bench clean lint docs ci-configs sensitivity
 
 # torch 2.13.0 is the CPU wheel that lies on this machine's disk (pip's
 # find-links); naming the exact version keeps a resolver from pulling a CUDA build.
 $(DEPS):
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==2.13.0 triton==3.7.0 "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" pybind11 ninja setuptools wheel numpy
+	$(PIP) install -q torch==2.13.0 triton==3.7.0 "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" \
+	  "expecttest>=0.2" "pytest-split>=0.9" "pytest-timeout>=2.3" pybind11 ninja setuptools wheel numpy
 	touch $@
 
 # Entry points (torch.backends, triton.backends, pytest11) need an install;
@@ -50,6 +53,19 @@ conformance-cpu: build
 	@mkdir -p reports
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) .github/scripts/accelerators.py pytest cpu -- $(CONFORMANCE_ARGS); \
 	  status=$$?; cat reports/cpu.md; exit $$status
+
+# The op coverage area's full tier (every op, claimed dtype and sample; float32 backward) on
+# an accelerator of .github/configs, spread over cores; a share of the ops with OPS_SHARE=k/n,
+# one machine's part with OPS_SPLIT="--splits N --group K" (pytest-split). Hours on 2 cores.
+OPS_DEVICE ?= flagos-host
+OPS_WORKERS ?= auto
+OPS_SHARE ?= 1/1
+OPS_SPLIT ?=
+conformance-ops-full: build
+	@mkdir -p reports
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" FLAGOS_OPS_TIER=full FLAGOS_OPS_SHARE=$(OPS_SHARE) \
+	  $(PY) .github/scripts/accelerators.py pytest $(OPS_DEVICE) -- -k test_ops.py \
+	  -n $(OPS_WORKERS) --flagos-compile-threads=1 $(OPS_SPLIT) $(CONFORMANCE_ARGS)
 
 # Lint, docs and the CI manifests: light tools in the same venv, without torch.
 TOOLS := $(VENV)/.flagos-tools

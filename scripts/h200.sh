@@ -8,7 +8,15 @@
 # host-tests (the same with the GPU hidden: host accelerator on this torch),
 # integration, attention (its runtime and compile tests), conformance-flagos,
 # conformance-cuda, bench, compile-times, profile (benchmarks/profile_models.py),
-# eager-overhead (benchmarks/bench_eager.py: per-op host cost, flagos vs cuda).
+# eager-overhead (benchmarks/bench_eager.py: per-op host cost, flagos vs cuda),
+# ops-full-cuda, ops-full-flagos (the op coverage area's full tier, -n 16), ops-shards-cuda,
+# ops-shards-flagos (the same cases as 4 pytest-split shards side by side, -n 4 each, merged
+# and checked identical to the -n 16 run), ops-agreement (flagos-cuda vs cuda, case by case).
+# The op phases need pytest-split and expecttest, which the image lacks: carry their wheels in
+# .whl (see OPS_WHEELS below). OPS_SHARE (default 1/8 of op_db) and OPS_SAMPLES (default all)
+# size the full tier to fit the 10-minute call: a full phase at 1/8 is ~375 cases of ~3000.
+# OPS_WORKERS (16) and OPS_SHARD_WORKERS (4) set the xdist workers of the two kinds of phase.
+# Op reports go to $OUT/ops-reports.tar.gz, the agreement and shard checks to $OUT/ops-*.md.
 # Phases joined by '+' run at the same time (tests only: timings run alone).
 # Logs go to $OUT/logs.tar.gz (one file per phase, refreshed after each phase,
 # so a run cut short keeps them), one line per phase to $OUT/summary.txt;
@@ -23,6 +31,28 @@ trap save_logs EXIT
 PY=python3
 CONF_ARGS=(-q -p no:cacheprovider --hypothesis-profile=flagos-ci ${CONF_EXTRA:-})  # CONF_EXTRA="-n 4": xdist
 # TESTS_EXTRA: more pytest arguments for the tests phase ("-n 4")
+
+OPS_DIR=$LOGS/ops
+OPS_WHEELS=${OPS_WHEELS:-.whl}  # pytest_split-*.whl, expecttest-*.whl (pip download, py3-none-any)
+save_ops() { tar -czf "$OUT/ops-reports.tar.gz" -C "$OPS_DIR" . 2>/dev/null; }
+ops_setup() {
+  mkdir -p "$OPS_DIR/shards"
+  if ! $PY -c "import pytest_split, expecttest" 2>/dev/null && ls "$OPS_WHEELS"/*.whl >/dev/null 2>&1; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/ops-site "$OPS_WHEELS"/*.whl
+    export PYTHONPATH=/tmp/ops-site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  $PY -c "import pytest_split, expecttest" || echo "ops: pytest-split or expecttest missing (carry $OPS_WHEELS)" | tee -a "$OUT/summary.txt"
+}
+ops_pytest() {  # ops_pytest cuda|flagos REPORT ARG...: the full tier of test_ops.py on the device
+  local which=$1 report=$2; shift 2
+  local device=flagos toml=flagos-cuda
+  [ "$which" = cuda ] && { device=cuda; toml=cuda; }
+  env FLAGOS_OPS_TIER=full FLAGOS_OPS_SHARE="${OPS_SHARE:-1/8}" ${OPS_SAMPLES:+FLAGOS_OPS_SAMPLES=$OPS_SAMPLES} \
+    $PY -m pytest -p flagos --flagos-device=$device conformance/test_ops.py -q -p no:cacheprovider \
+    --flagos-compile-threads=1 --flagos-expectations=conformance/expectations/$toml.toml \
+    --flagos-report="$report" "$@"
+}
+ops_label() { [ "$1" = cuda ] && echo cuda || echo flagos-cuda; }
 
 phase() {  # phase NAME TIMEOUT CMD...: runs CMD, logs it, records status and time
   local name=$1 limit=$2; shift 2
@@ -86,6 +116,31 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
     compile-times) phase compile-times 900 $PY benchmarks/bench_compile.py --compile-times ${COMPILE_TIMES_ARGS:-} ;;
     eager-overhead) phase eager-overhead 300 $PY benchmarks/bench_eager.py ;;
     profile) phase profile 900 $PY benchmarks/profile_models.py --out "$OUT/profile.md" ${PROFILE_ARGS:-} ;;
+    ops-full-cuda|ops-full-flagos)
+      ops_setup; which=${p#ops-full-}; label=$(ops_label "$which")
+      export -f ops_pytest; export PY
+      phase "$p" 560 bash -c 'ops_pytest "$@"' _ "$which" "$OPS_DIR/$label.json" -n "${OPS_WORKERS:-16}"
+      save_ops ;;
+    ops-shards-cuda|ops-shards-flagos)  # 4 machines' worth: 4 shards of 4 workers, side by side
+      ops_setup; which=${p#ops-shards-}; label=$(ops_label "$which")
+      export -f ops_pytest; export PY
+      for k in 1 2 3 4; do
+        phase "$p-$k" 560 bash -c 'ops_pytest "$@"' _ "$which" "$OPS_DIR/shards/$label.shard-$k-of-4.json" \
+          -n "${OPS_SHARD_WORKERS:-4}" --splits 4 --group "$k" &
+      done
+      wait
+      # against the -n 16 run of the same call (ops-full-X before it); otherwise compare the
+      # tarballs' reports afterwards with the same op_agreement.py command
+      { $PY .github/scripts/matrix_summary.py "$OPS_DIR"/$label.json "$OPS_DIR"/shards/$label.shard-*.json
+        [ -f "$OPS_DIR/$label.json" ] && $PY scripts/op_agreement.py --a "$OPS_DIR/$label.json" \
+          --b "$OPS_DIR"/shards/$label.shard-*.json --label-a "$label (-n 16)" --label-b "$label (4 shards)" --identical
+      } > "$OUT/ops-shards-$label.md" 2>&1
+      tail -1 "$OUT/ops-shards-$label.md" | sed "s/^/  $p: /" | tee -a "$OUT/summary.txt"
+      save_ops ;;
+    ops-agreement)
+      $PY scripts/op_agreement.py --a "$OPS_DIR/cuda.json" --b "$OPS_DIR/flagos-cuda.json" \
+        -o "$OUT/ops-agreement.md" 2>&1 | tee -a "$OUT/summary.txt"
+      grep -E "^[0-9]+ cases on both" "$OUT/ops-agreement.md" | tee -a "$OUT/summary.txt" ;;
     *) echo "unknown phase $p" | tee -a "$OUT/summary.txt" ;;
   esac
 }

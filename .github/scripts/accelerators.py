@@ -6,16 +6,21 @@ and so does a developer who wants to run exactly what CI runs::
 
     python3 .github/scripts/accelerators.py validate [FILE ...]     # all configs by default
     python3 .github/scripts/accelerators.py list
-    python3 .github/scripts/accelerators.py matrix [all | NAME[,NAME ...]]
+    python3 .github/scripts/accelerators.py matrix [all | NAME[,NAME ...]] [--shards N]
     python3 .github/scripts/accelerators.py env NAME                # KEY=VALUE lines
     python3 .github/scripts/accelerators.py setup NAME              # the set-up script
-    python3 .github/scripts/accelerators.py pytest NAME [ARG ...]   # the suite
+    python3 .github/scripts/accelerators.py pytest NAME [--shard K/N] [ARG ...]   # the suite
 
 ``validate`` prints one line per problem (``FILE: KEY: what is wrong``) and exits 1 if there
 is any; the other commands refuse an invalid config the same way. ``pytest`` runs the
 config's command from the repository root, with the config's ``env``, and with
 ``$VENV/bin`` (default ``.venv``, the Makefile's) first on ``PATH``; extra arguments are
 appended (``-x``, ``-k conv``).
+
+Shards: ``matrix --shards N`` gives N entries per config, each with ``shard`` (``K/N``), its own
+``report`` (``NAME.shard-K-of-N.json``, which matrix_summary.py merges back into one row) and
+``artifact`` name; ``pytest NAME --shard K/N`` runs shard K of N with pytest-split
+(``--splits N --group K``) and writes that shard's report.
 
 Schema (unknown keys are errors)::
 
@@ -342,6 +347,38 @@ class Config:
     @property
     def report_markdown(self) -> str:
         return str(Path(self.report).with_suffix(".md"))
+
+    def shard_report(self, shard: tuple[int, int]) -> str:
+        """The report of shard K of N (the config's own report when N is 1)."""
+        k, n = shard
+        if n == 1:
+            return self.report
+        path = Path(self.report)
+        return str(path.with_name(f"{path.stem}.shard-{k}-of-{n}{path.suffix}"))
+
+    def shard_argv(self, shard: tuple[int, int]) -> list[str]:
+        """The command of shard K of N: pytest-split's options and the shard's report."""
+        k, n = shard
+        if n == 1:
+            return list(self.argv)
+        argv = [
+            f"--flagos-report={self.shard_report(shard)}" if a.startswith("--flagos-report=") else a for a in self.argv
+        ]
+        return argv + ["--splits", str(n), "--group", str(k)]
+
+    def matrix_entries(self, shards: int) -> list[dict[str, Any]]:
+        out = []
+        for k in range(1, shards + 1):
+            entry = self.matrix_entry()
+            report = self.shard_report((k, shards))
+            entry.update(
+                shard=f"{k}/{shards}",
+                report=report,
+                report_md=str(Path(report).with_suffix(".md")),
+                artifact=f"conformance-{self.name}" + (f"-shard-{k}-of-{shards}" if shards > 1 else ""),
+            )
+            out.append(entry)
+        return out
 
     def matrix_entry(self) -> dict[str, Any]:
         container = self.data.get("container") or ""
@@ -696,6 +733,20 @@ def _one(root: Path, name: str) -> Config:
     return config
 
 
+def _shard_count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"give a number of shards >= 1, not {text!r}")
+    return int(text)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """'K/N' with 1 <= K <= N."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"give K/N, shard K of N (1 <= K <= N), not {text!r}")
+    return int(k), int(n)
+
+
 def _die(problems: list[str]) -> None:
     for p in problems:
         print(p, file=sys.stderr)
@@ -732,6 +783,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="config names and display names")
     p = sub.add_parser("matrix", help="GitHub Actions matrix JSON")
     p.add_argument("which", nargs="?", default="all")
+    p.add_argument("--shards", type=_shard_count, default=1, help="machines per accelerator (pytest-split)")
     p = sub.add_parser("env", help="the config's environment as KEY=VALUE lines")
     p.add_argument("name")
     p = sub.add_parser("setup", help="run the config's set-up script")
@@ -765,7 +817,8 @@ def main(argv: list[str] | None = None) -> int:
             _die(problems + missing)
         if not chosen:
             _die([f"no accelerator config selected by {args.which!r}"])
-        print(json.dumps({"include": [c.matrix_entry() for c in chosen]}, separators=(",", ":")))
+        include = [e for c in chosen for e in c.matrix_entries(args.shards)]
+        print(json.dumps({"include": include}, separators=(",", ":")))
         return 0
 
     config = _one(root, args.name)
@@ -778,8 +831,17 @@ def main(argv: list[str] | None = None) -> int:
         _echo(config, cmd)
         return subprocess.run(cmd, cwd=root, env=run_env(config, root)).returncode
     if args.command == "pytest":
-        extra = args.args[1:] if args.args[:1] == ["--"] else args.args
-        cmd = config.argv + extra
+        extra = list(args.args)
+        shard = (1, 1)
+        if extra[:1] == ["--shard"] or (extra and extra[0].startswith("--shard=")):
+            value = extra[0].partition("=")[2] if "=" in extra[0] else (extra[1] if len(extra) > 1 else "")
+            extra = extra[1:] if "=" in extra[0] else extra[2:]
+            try:
+                shard = _shard(value)
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"--shard: {exc}")
+        extra = extra[1:] if extra[:1] == ["--"] else extra
+        cmd = config.shard_argv(shard) + extra
         _echo(config, cmd)
         try:
             return subprocess.run(cmd, cwd=root, env=run_env(config, root)).returncode

@@ -14,6 +14,13 @@ The mark is ❌ when a test failed or errored, ⚠️ when an expected failure p
 expectations entry) or nothing ran (all skipped), ✅ otherwise; ``·`` means the
 accelerator has no test in that area.
 
+Shards: a report named ``NAME.shard-K-of-N.json`` is shard K of N of accelerator NAME (one
+CI machine of a suite split with pytest-split, ``--splits N --group K``). The shards of NAME
+make one row, as one run would: their tests are put together (a test in two shards counts
+once) and the row's duration is the longest shard's. A missing or overlapping shard, or
+shards of different devices or splits, is named on stderr (exit status 1); inconsistent
+shards stay separate rows.
+
 Stdlib only. Reading is defensive: a report of another schema version is used with a
 warning, per-area counts are rebuilt from the test list when missing, and a file that is not
 a report is named on stderr (exit status 1; the table of the others is still written).
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,6 +48,7 @@ SHORT = {
 }
 ALL = "all"
 FAILURE_LIMIT = 15
+SHARD_RE = re.compile(r"^(?P<name>.+)\.shard-(?P<k>[0-9]+)-of-(?P<n>[0-9]+)$")
 
 
 class NotAReport(Exception):
@@ -114,7 +123,95 @@ def load_report(path: Path) -> tuple[dict[str, Any], list[str]]:
         "areas": areas,
         "summary": summary,
         "failures": [t for t in tests if t.get("outcome") in ("failed", "error")],
+        "tests": tests,
+        "per_area_counts": isinstance(areas_raw, dict) and bool(areas_raw),
     }, warnings
+
+
+def _shard_of(report: dict[str, Any]) -> tuple[str, int, int] | None:
+    m = SHARD_RE.match(report["label"])
+    return (m.group("name"), int(m.group("k")), int(m.group("n"))) if m else None
+
+
+def _merge(name: str, shards: list[dict[str, Any]], total: int) -> tuple[dict[str, Any], list[str]]:
+    """One row from the shards of one accelerator, and what is wrong with them."""
+    problems = []
+    present = {_shard_of(r)[1] for r in shards}
+    for k in range(1, total + 1):
+        if k not in present:
+            problems.append(f"{name}: shard {k} of {total} is missing: the row counts only the shards read")
+    seen: dict[str, dict[str, Any]] = {}
+    repeated = []
+    for r in sorted(shards, key=lambda r: _shard_of(r)[1]):
+        for t in r["tests"]:
+            nodeid = str(t.get("nodeid"))
+            if nodeid in seen:
+                repeated.append(nodeid)
+            else:
+                seen[nodeid] = t
+    if repeated:
+        problems.append(f"{name}: {len(repeated)} test(s) in more than one shard (e.g. {repeated[0]}): counted once")
+    tests = list(seen.values())
+    if all(r["tests"] or not r["summary"]["total"] for r in shards):
+        areas, summary = _from_tests(tests)
+    else:  # a shard without its test list: add up the counts
+        areas = {}
+        for r in shards:
+            for area, c in r["areas"].items():
+                merged = areas.setdefault(area, {o: 0 for o in OUTCOMES})
+                for o in OUTCOMES:
+                    merged[o] += c[o]
+        areas = {k: _counts(v) for k, v in areas.items()}
+        summary = _counts({o: sum(a[o] for a in areas.values()) for o in OUTCOMES})
+    durations = [r["duration_s"] for r in shards if isinstance(r["duration_s"], (int, float))]
+    first = shards[0]
+    files = sorted(r["file"] for r in shards)
+    row = dict(first)
+    row.update(
+        label=name,
+        file=f"{files[0]} ... ({len(shards)} shards)" if len(files) > 1 else files[0],
+        duration_s=max(durations) if durations else None,
+        areas=areas,
+        summary=summary,
+        tests=tests,
+        failures=[t for t in tests if t.get("outcome") in ("failed", "error")],
+        available=all(r["available"] for r in shards),
+    )
+    return row, problems
+
+
+def merge_shards(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Reports with the shards of each accelerator merged into one, in the order of their first
+    shard; problems as lines for stderr."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in reports:
+        shard = _shard_of(r)
+        if shard is not None:
+            groups.setdefault(shard[0], []).append(r)
+    out, problems, done = [], [], set()
+    for r in reports:
+        shard = _shard_of(r)
+        if shard is None:
+            out.append(r)
+            continue
+        name = shard[0]
+        if name in done:
+            continue
+        done.add(name)
+        shards = groups[name]
+        totals = sorted({_shard_of(s)[2] for s in shards})
+        devices = sorted({s["device"] for s in shards})
+        if len(totals) > 1:
+            problems.append(f"{name}: shards of {' and of '.join(map(str, totals))} runs: not merged")
+        elif len(devices) > 1:
+            problems.append(f"{name}: shards of different devices ({', '.join(devices)}): not merged")
+        else:
+            merged, found = _merge(name, shards, totals[0])
+            out.append(merged)
+            problems += found
+            continue
+        out += shards
+    return out, problems
 
 
 def _cell(counts: dict[str, int] | None) -> str:
@@ -223,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     if not reports:
         print("no conformance report could be read", file=sys.stderr)
         return 2
+    reports, problems = merge_shards(reports)
+    for line in problems:
+        print(line, file=sys.stderr)
+    bad += len(problems)
     text = render(reports, args.title)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -92,6 +92,8 @@ def test_matrix_entry(scratch):
         "device": "cpu",
         "report": "reports/acc.json",
         "report_md": "reports/acc.md",
+        "shard": "1/1",
+        "artifact": "conformance-acc",
     }
     assert (box["container"], box["container_options"], box["python"]) == (
         "vendor/image:1.0",
@@ -435,3 +437,54 @@ def test_host_setup_finds_the_makefile_torch_pin():
     sed = re.search(r"sed -n '([^']+)' Makefile", script).group(1)
     pin = subprocess.run(["sed", "-n", sed, str(REPO / "Makefile")], capture_output=True, text=True).stdout.splitlines()
     assert pin and re.fullmatch(r"[0-9]+\.[0-9]+(\.[0-9]+)?", pin[0]), pin
+
+
+# -- shards: one accelerator's suite over several machines (pytest-split) -------------------
+
+
+def test_matrix_with_shards_has_one_entry_per_shard_with_its_own_report(scratch):
+    scratch.config("acc", GOOD_CONFIG)
+    result = scratch.run("matrix", "acc", "--shards", "3")
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(result.stdout)["include"]
+    assert [(e["config"], e["shard"]) for e in entries] == [("acc", "1/3"), ("acc", "2/3"), ("acc", "3/3")]
+    assert [e["report"] for e in entries] == [f"reports/acc.shard-{k}-of-3.json" for k in (1, 2, 3)]
+    assert entries[1]["report_md"] == "reports/acc.shard-2-of-3.md"
+    assert entries[1]["artifact"] == "conformance-acc-shard-2-of-3"
+    # unsharded: one entry, the config's own report
+    (one,) = json.loads(scratch.run("matrix", "acc").stdout)["include"]
+    assert (one["shard"], one["report"], one["artifact"]) == ("1/1", "reports/acc.json", "conformance-acc")
+    bad = scratch.run("matrix", "acc", "--shards", "0")
+    assert bad.returncode == 2 and "--shards: give a number of shards >= 1" in bad.stderr, bad.stderr
+
+
+def test_pytest_of_one_shard_splits_the_suite_and_names_the_shard_report(scratch, tmp_path):
+    scratch.config("acc", GOOD_CONFIG)
+    (scratch.root / "conformance" / "test_x.py").write_text("")
+    _fake_pytest(scratch)
+    env = {k: v for k, v in os.environ.items() if k not in ("VENV", "FLAGOS_ACCELERATOR")}
+    result = run_script(
+        "accelerators", "--root", str(scratch.root), "pytest", "acc", "--shard", "2/3", "-x", cwd=tmp_path, env=env
+    )
+    assert result.returncode == 3, result.stderr
+    argv = json.loads((scratch.root / "ran.json").read_text())["argv"]
+    assert argv == [
+        "-p",
+        "flagos",
+        "--flagos-device=cpu",
+        "conformance/",
+        "--flagos-expectations=conformance/expectations/cpu.toml",
+        "--flagos-report=reports/acc.shard-2-of-3.json",
+        "--flagos-strict",
+        "--splits",
+        "3",
+        "--group",
+        "2",
+        "-x",
+    ]
+    # 1/1 is the plain command
+    run_script("accelerators", "--root", str(scratch.root), "pytest", "acc", "--shard", "1/1", cwd=tmp_path, env=env)
+    assert json.loads((scratch.root / "ran.json").read_text())["argv"][5] == "--flagos-report=reports/acc.json"
+    for bad in ("0/3", "4/3", "x"):
+        result = run_script("accelerators", "--root", str(scratch.root), "pytest", "acc", "--shard", bad, env=env)
+        assert result.returncode == 2 and "--shard: give K/N" in result.stderr, result.stderr

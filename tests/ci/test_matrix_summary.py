@@ -264,3 +264,70 @@ def test_reports_written_by_the_plugin(pytester, monkeypatch, tmp_path):
             "✅ 1/2 (1 xfail)",
         ]
     assert "- `test_alpha.py::test_broken` (failed): AssertionError: copy lost bytes" in text
+
+
+# -- shards: one accelerator's suite split over machines (pytest-split) ------------------
+
+
+def shard_report(outcomes: dict[str, str], duration: float, spec: str = "cuda") -> dict:
+    tests = [
+        {"nodeid": nodeid, "area": nodeid.split("::")[0], "outcome": o, "reason": "", "expectation": None}
+        for nodeid, o in outcomes.items()
+    ]
+    areas: dict[str, dict[str, int]] = {}
+    for t in tests:
+        areas.setdefault(t["area"], {o: 0 for o in OUTCOMES})[t["outcome"]] += 1
+    data = report(spec, {a: counts(**c) for a, c in areas.items()}, tests=tests)
+    data["run"]["duration_s"] = duration
+    return data
+
+
+ALL_TESTS = {
+    "ops::a": "passed",
+    "ops::b": "failed",
+    "ops::c": "passed",
+    "runtime::d": "passed",
+    "runtime::e": "skipped",
+    "ops::f": "xfailed",
+}
+
+
+def test_shards_of_one_accelerator_merge_into_the_row_of_one_run(tmp_path):
+    names = list(ALL_TESTS)
+    shards = [names[0:2], names[2:4], names[4:6]]
+    for k, part in enumerate(shards, 1):
+        data = shard_report({n: ALL_TESTS[n] for n in part}, duration=10.0 * k)
+        write(tmp_path / "sharded", f"cuda.shard-{k}-of-3.json", data)
+    write(tmp_path / "whole", "cuda.json", shard_report(ALL_TESTS, duration=55.0))
+    sharded = run_script("matrix_summary", str(tmp_path / "sharded"))
+    whole = run_script("matrix_summary", str(tmp_path / "whole"))
+    assert sharded.returncode == 0 and whole.returncode == 0, sharded.stderr + whole.stderr
+    assert sharded.stderr == ""
+    rows = table_rows(sharded.stdout)
+    assert list(rows) == ["cuda"]
+    assert rows == table_rows(whole.stdout)
+    assert rows["cuda"][1] == "❌ 3/6 (1 fail, 1 xfail, 1 skip)"
+    # the shards ran side by side: the longest is the row's duration, the files are named
+    assert "| 30 s | `" in sharded.stdout and "3 shards" in sharded.stdout
+
+
+def test_a_missing_or_overlapping_shard_is_said(tmp_path):
+    names = list(ALL_TESTS)
+    write(tmp_path, "cuda.shard-1-of-3.json", shard_report({n: ALL_TESTS[n] for n in names[0:3]}, 5.0))
+    write(tmp_path, "cuda.shard-3-of-3.json", shard_report({n: ALL_TESTS[n] for n in names[2:6]}, 5.0))
+    result = run_script("matrix_summary", str(tmp_path))
+    assert result.returncode == 1
+    assert "cuda: shard 2 of 3 is missing: the row counts only the shards read" in result.stderr
+    assert "cuda: 1 test(s) in more than one shard (e.g. ops::c): counted once" in result.stderr
+    assert table_rows(result.stdout)["cuda"][1] == "❌ 3/6 (1 fail, 1 xfail, 1 skip)"
+
+
+def test_shards_of_different_totals_or_devices_do_not_merge_silently(tmp_path):
+    write(tmp_path, "cuda.shard-1-of-2.json", shard_report({"ops::a": "passed"}, 1.0))
+    write(tmp_path, "cuda.shard-2-of-3.json", shard_report({"ops::b": "passed"}, 1.0))
+    write(tmp_path, "x.shard-1-of-2.json", shard_report({"ops::a": "passed"}, 1.0, spec="cpu"))
+    write(tmp_path, "x.shard-2-of-2.json", shard_report({"ops::b": "passed"}, 1.0, spec="cuda"))
+    result = run_script("matrix_summary", str(tmp_path))
+    assert result.returncode == 1
+    assert "cuda: shards of 2 and of 3 runs" in result.stderr
+    assert "x: shards of different devices (cpu, cuda)" in result.stderr
