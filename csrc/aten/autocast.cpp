@@ -23,10 +23,13 @@ at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, con
 
 // The op lists name their signatures as aten's own autocast_mode.cpp sees
 // them, from inside namespace at::autocast.
+// (torch 2.11's lists also name DimnameList and TensorList.)
+using at::DimnameList;
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
 using at::Tensor;
+using at::TensorList;
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
 
