@@ -23,8 +23,11 @@ at::Tensor binary_cross_entropy_banned(const at::Tensor&, const at::Tensor&, con
 
 // The op lists name their signatures as aten's own autocast_mode.cpp sees
 // them, from inside namespace at::autocast.
-// (torch 2.11's lists also name DimnameList and TensorList.)
+// torch 2.11's lists also name DimnameList and TensorList; torch 2.13 has no
+// named tensors, and no Dimname.h.
+#if __has_include(<ATen/core/Dimname.h>)
 using at::DimnameList;
+#endif
 using at::IntArrayRef;
 using at::Scalar;
 using at::ScalarType;
