@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from conformance_support import assert_close, bullet, fail
 
-pytestmark = pytest.mark.flagos_area("amp")
+pytestmark = [pytest.mark.flagos_area("amp"), pytest.mark.requires("autocast")]
 
 WHERE = (
     "  where to look: the device's autocast kernels (TORCH_LIBRARY_IMPL(aten, Autocast<Key>, m) with the "
@@ -19,19 +19,11 @@ WHERE = (
 
 
 def _low_precision_dtypes(device: torch.device) -> list[torch.dtype]:
-    """The dtypes autocast accepts on the device; skips when the device has no autocast."""
-    if not torch.amp.is_autocast_available(device.type):
-        pytest.skip(f"device has no autocast support: torch.amp.is_autocast_available({device.type!r}) is False")
+    """The dtypes autocast accepts on the device (the capability "autocast" is checked first)."""
+    module = getattr(torch, device.type, None)
     if device.type == torch._C._get_privateuse1_backend_name():
-        module = getattr(torch, device.type, None)
-        if not hasattr(module, "get_amp_supported_dtype"):
-            pytest.skip(
-                f"device has no autocast support: torch.{device.type}.get_amp_supported_dtype() is missing "
-                "(torch.autocast requires it of a PrivateUse1 device)"
-            )
         return list(module.get_amp_supported_dtype())
     dtypes = [torch.float16]
-    module = getattr(torch, device.type, None)
     if device.type == "cpu" or getattr(module, "is_bf16_supported", lambda: False)():
         dtypes.append(torch.bfloat16)
     return dtypes
@@ -128,6 +120,7 @@ def test_grad_scaler_trains_and_skips_non_finite_steps(flagos_device, low_dtypes
         )
 
 
+@pytest.mark.requires("inductor")
 def test_autocast_inside_torch_compile_casts_like_eager(flagos_device, low_dtypes, fresh_inductor_cache):
     dtype = low_dtypes[0]
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conformance_support import fail, session_device_module_name, tail
 
-pytestmark = pytest.mark.flagos_area("distributed")
+pytestmark = [pytest.mark.flagos_area("distributed"), pytest.mark.requires("c10d_backend")]
 
 WHERE = (
     "  where to look: the device's c10d backend, registered with "
@@ -85,18 +85,10 @@ print(json.dumps(report))
 
 
 def _backend_of(device: torch.device) -> str:
-    """The c10d backend torch.distributed maps the device type to; skips where there is none."""
+    """The c10d backend torch.distributed maps the device type to (capability "c10d_backend")."""
     import torch.distributed as dist
 
-    if not dist.is_available():
-        pytest.skip("device has no c10d backend: torch.distributed.is_available() is False")
-    backend = dist.Backend.default_device_backend_map.get(device.type)
-    if backend is None:
-        pytest.skip(
-            f"device has no c10d backend: torch.distributed.Backend.default_device_backend_map has no "
-            f"entry for {device.type!r} (register one with Backend.register_backend(..., devices=[...]))"
-        )
-    return backend
+    return dist.Backend.default_device_backend_map[device.type]
 
 
 def _world(device: torch.device) -> int:
@@ -135,10 +127,9 @@ def _run(device_type: str, backend: str, world: int, compiled: bool, env: dict |
                 q.kill()
             fail(f"rank {rank} of a {world}-process {backend!r} run timed out (a hung collective)\n" + WHERE)
         if p.returncode != 0:
-            fail(
-                f"rank {rank} of a {world}-process run with backend {device_type}:{backend} failed:\n"
-                f"{tail(err)}\n" + WHERE
-            )
+            how = f"was killed by signal {-p.returncode}" if p.returncode < 0 else f"exited with {p.returncode}"
+            output = tail(err) or tail(out) or "(it printed nothing)"
+            fail(f"rank {rank} of a {world}-process run with backend {device_type}:{backend} {how}:\n{output}\n" + WHERE)
         reports.append(json.loads(out.strip().splitlines()[-1]))
     return reports
 

@@ -23,6 +23,7 @@ import ops_support
 import pytest
 
 pytestmark = [
+    pytest.mark.requires("inductor"),  # every case is also compiled
     # the samples provoke torch's own warnings (deprecations, "not supported" notes): not findings
     pytest.mark.filterwarnings("ignore::UserWarning"),
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -39,24 +40,22 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_forward(
     op_case: Any,
     flagos_device: Any,
-    flagos_capabilities: Any,
     fresh_inductor_cache: Any,
     assert_compiles_like_eager: Any,
     record_property: Any,
 ) -> None:
     ops_support.run_case(
-        op_case, flagos_device, flagos_capabilities, assert_compiles_like_eager, record_property, backward=False
+        op_case, flagos_device, assert_compiles_like_eager, record_property, backward=False
     )
 
 
 def test_backward(
     op_case: Any,
     flagos_device: Any,
-    flagos_capabilities: Any,
     fresh_inductor_cache: Any,
     assert_compiles_like_eager: Any,
     record_property: Any,
 ) -> None:
     ops_support.run_case(
-        op_case, flagos_device, flagos_capabilities, assert_compiles_like_eager, record_property, backward=True
+        op_case, flagos_device, assert_compiles_like_eager, record_property, backward=True
     )

@@ -9,6 +9,8 @@ import time
 import pytest
 import torch
 from conformance_support import bullet, fail
+from pytest_flagos import device_api
+from pytest_flagos.requirements import profiler_activity
 from torch.autograd.profiler import profile as autograd_profile
 from torch.profiler import ProfilerActivity, profile, supported_activities
 
@@ -21,32 +23,34 @@ WHERE = (
     "(inductor's CachingAutotuner)"
 )
 
-_ACTIVITY_OF = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
-
-
-def _device_activity(device: torch.device) -> ProfilerActivity | None:
-    """The profiler activity that records work of the device type, if torch has one."""
-    if device.type == "cpu":
-        return None
-    name = _ACTIVITY_OF.get(device.type)
-    if name is None and device.type == torch._C._get_privateuse1_backend_name():
-        name = "PrivateUse1"
-    return getattr(ProfilerActivity, name, None) if name else None
-
 
 def _work(device: torch.device) -> None:
     x = torch.randn(128, 128, device=device)
     for _ in range(3):
         x = (x @ x).relu() / 128
-    torch.get_device_module(device.type).synchronize()
+    device_api.synchronize(device)
+
+
+SHOWN = 5  # events named in a failure; the rest are counted
 
 
 def _insane(events, wall_us: float) -> list[str]:
     problems = []
+    bad_events = 0
     for e in events:
-        for what, value in (("cpu", e.cpu_time_total), ("device", e.device_time_total)):
-            if not 0 <= value <= wall_us:
-                problems.append(f"{e.name}: {what} time {value:.1f} us outside [0, {wall_us:.0f}] us (wall clock)")
+        times = (("cpu", e.cpu_time_total), ("device", e.device_time_total))
+        bad = [f"{e.name}: {what} time {value:.1f} us outside [0, {wall_us:.0f}] us (wall clock)"
+               for what, value in times if not 0 <= value <= wall_us]
+        bad_events += bool(bad)
+        problems.extend(bad)
+    if len(problems) > SHOWN:
+        problems = problems[:SHOWN] + [f"... and {len(problems) - SHOWN} more event times outside the wall clock"]
+    if events and bad_events * 2 > len(events):
+        problems.append(
+            f"{bad_events} of {len(events)} events have impossible times: the profiler takes them from the "
+            "device's profiler stubs, which a PrivateUse1 device that registered none "
+            "(registerPrivateUse1Methods) leaves undefined"
+        )
     return problems
 
 
@@ -60,7 +64,7 @@ def _profiled(run, make_profiler):
 
 def test_profiler_records_eager_ops_with_sane_times(flagos_device):
     activities = [ProfilerActivity.CPU]
-    activity = _device_activity(flagos_device)
+    activity = profiler_activity(flagos_device.type)
     if activity is not None and activity in supported_activities():
         activities.append(activity)
     prof, wall_us = _profiled(lambda: _work(flagos_device), lambda: profile(activities=activities))
@@ -75,15 +79,8 @@ def test_profiler_records_eager_ops_with_sane_times(flagos_device):
         )
 
 
+@pytest.mark.requires("profiler_device_timing", "events")
 def test_event_timing_profiler_gives_eager_ops_device_time(flagos_device):
-    activity = _device_activity(flagos_device)
-    if activity is None:
-        pytest.skip(f"device has no profiler device timing: {flagos_device.type} has no ProfilerActivity")
-    if activity not in supported_activities():
-        pytest.skip(
-            f"device has no profiler device timing: ProfilerActivity.{activity.name} is not in "
-            "torch.profiler.supported_activities()"
-        )
     prof, wall_us = _profiled(
         lambda: _work(flagos_device), lambda: autograd_profile(use_device=flagos_device.type, use_kineto=False)
     )
@@ -100,6 +97,7 @@ def test_event_timing_profiler_gives_eager_ops_device_time(flagos_device):
         )
 
 
+@pytest.mark.requires("inductor")
 def test_compiled_kernels_appear_in_the_profiler(flagos_device, flagos_capabilities, fresh_inductor_cache):
     def f(x):
         return (torch.sin(x) * 2).sum(-1)

@@ -81,6 +81,12 @@ class _ArmedFlagos(types.ModuleType):
         else:
             setattr(_load(), name, value)
 
+    def __delattr__(self, name):  # e.g. a test removing an API: del torch.flagos.get_device_properties
+        if _is_dunder(name):
+            super().__delattr__(name)
+        else:
+            delattr(_load(), name)
+
 
 def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__")

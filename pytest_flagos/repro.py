@@ -313,8 +313,9 @@ def _device_setup(device: str, device_module: str | None) -> tuple[str, str]:
     the run (isolation.py): torch_fl stays out unless the device is flagos."""
     device_type = device.partition(":")[0]
     if device_type == "flagos":
-        before = "# flagos: torch loads torch_fl through its torch.backends entry point\n"
-        after = "if not hasattr(torch, 'flagos'):  # not installed as a package: load it by name\n    import torch_fl  # noqa: F401\n"
+        # `import torch` only arms flagos (flagos_autoload): load it now, by name
+        before = ""
+        after = "import torch_fl  # noqa: F401  (the flagos device)\n"
     else:
         before = (
             "# not flagos: keep torch_fl (and its PrivateUse1 registration) out, as the test run did\n"

@@ -136,6 +136,53 @@ def _no_compile_backend(current: Any) -> str | None:
     )
 
 
+def _no_autocast(current: Any) -> str | None:
+    import torch
+
+    device_type = current.device.type
+    if not torch.amp.is_autocast_available(device_type):
+        return f"torch.amp.is_autocast_available({device_type!r}) is False"
+    if device_type == torch._C._get_privateuse1_backend_name():
+        if not hasattr(getattr(torch, device_type, None), "get_amp_supported_dtype"):
+            return f"torch.{device_type}.get_amp_supported_dtype() is missing (torch.autocast requires it of a PrivateUse1 device)"
+    return None
+
+
+def _no_c10d_backend(current: Any) -> str | None:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return "torch.distributed.is_available() is False"
+    if dist.Backend.default_device_backend_map.get(current.device.type) is None:
+        return f"torch.distributed.Backend.default_device_backend_map has no entry for {current.device.type!r}"
+    return None
+
+
+PROFILER_ACTIVITY_OF = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HPU"}
+
+
+def profiler_activity(device_type: str) -> Any:
+    """The torch.profiler.ProfilerActivity that records work of `device_type`, or None."""
+    import torch
+    from torch.profiler import ProfilerActivity
+
+    name = PROFILER_ACTIVITY_OF.get(device_type)
+    if name is None and device_type == torch._C._get_privateuse1_backend_name():
+        name = "PrivateUse1"
+    return getattr(ProfilerActivity, name, None) if name else None
+
+
+def _no_profiler_device_timing(current: Any) -> str | None:
+    from torch.profiler import supported_activities
+
+    activity = profiler_activity(current.device.type)
+    if activity is None:
+        return f"torch.profiler has no ProfilerActivity for {current.device.type!r}"
+    if activity not in supported_activities():
+        return f"ProfilerActivity.{activity.name} is not in torch.profiler.supported_activities()"
+    return None
+
+
 def device_compile_backends(current: Any) -> list[str]:
     """The device's own torch.compile backends: a dynamo backend named after the device
     (registered by its package, or its torch_dynamo_backends entry point) and the manifest's
@@ -206,6 +253,27 @@ CAPABILITIES = {
             "a second device",
             "run on a machine (or a device configuration) with two devices (flagos host: FLAGOS_HOST_DEVICE_COUNT)",
             _no_second_device,
+        ),
+        Capability(
+            "autocast",
+            "torch.autocast on the device",
+            "register the device's Autocast kernels (TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m)) and give its "
+            "device module get_amp_supported_dtype() (flagos: csrc/aten/autocast.cpp, torch_fl/flagos/amp.py)",
+            _no_autocast,
+        ),
+        Capability(
+            "c10d_backend",
+            "a torch.distributed (c10d) backend for the device",
+            "register one with torch.distributed.Backend.register_backend(name, creator, devices=[<device type>]) "
+            "(flagos: torch_fl/distributed/, csrc/distributed/flagos_backend.cpp)",
+            _no_c10d_backend,
+        ),
+        Capability(
+            "profiler_device_timing",
+            "device times in torch.profiler",
+            "register the device's profiler stubs (torch::profiler::impl::registerPrivateUse1Methods, record and "
+            "elapsed with the device's timing events) (flagos: csrc/runtime/profiler.cpp)",
+            _no_profiler_device_timing,
         ),
         Capability(
             "compile_backend",

@@ -77,10 +77,11 @@ run_phase() {
       phase build 600 env ${FLAGOS_CXX:+CXX=$FLAGOS_CXX} ${FLAGOS_CC:+CC=$FLAGOS_CC} FLAGOS_WITH_CUDA=1 \
         $PY setup.py -q build_ext --inplace -j 16 || exit 1
       { echo "CXX=${CXX:-} FLAGOS_CXX=${FLAGOS_CXX:-}"; readelf -d torch_fl/_C*.so | grep NEEDED
-        CUDA_VISIBLE_DEVICES= $PY -c "import torch
+        CUDA_VISIBLE_DEVICES= $PY -c "import torch, torch_fl
 try: torch.empty(2, device='flagos:5')
 except IndexError as e: print('error path ok:', str(e)[:70])"; echo "error path rc=$?"
-      } 2>&1 | tee -a "$OUT/summary.txt" ;;
+      } 2>&1 | tee -a "$OUT/summary.txt"
+      ops_setup ;;  # the test dependencies the image lacks (the op coverage area's), for every later phase
     altbuild)  # the same extension built by the system compiler, for comparison
       { rm -rf /tmp/alt && mkdir /tmp/alt && cp -r csrc setup.py pyproject.toml torch_fl flagos_triton /tmp/alt/
         (cd /tmp/alt && CC=/usr/bin/gcc CXX=/usr/bin/g++ FLAGOS_WITH_CUDA=1 $PY setup.py -q build_ext --inplace -j 16 2>&1 | grep -E "error" | head)

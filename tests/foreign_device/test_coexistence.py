@@ -126,3 +126,18 @@ def test_backend_flagos_loads_flagos(fdev_env):
     print("RESULT", torch._C._get_privateuse1_backend_name(), out.sum().item())
     """
     assert _result(run(code, fdev_env(TORCHINDUCTOR_COMPILE_THREADS="1"))) == ["flagos", "8.0"]
+
+
+def test_deleting_or_setting_an_attribute_of_armed_flagos_loads_it(fdev_env):
+    """torch.flagos before the load stands for the module in every way, deleting included
+    (a test that removes an API to play a vendor's device module without it)."""
+    code = """
+    import sys
+    import torch
+
+    del torch.flagos.get_device_properties
+    deleted = "torch_fl" in sys.modules, hasattr(torch.flagos, "get_device_properties")
+    torch.flagos.marker = 1
+    print("RESULT", *deleted, torch.flagos.marker)
+    """
+    assert _result(run(code, fdev_env())) == ["True", "False", "1"]
