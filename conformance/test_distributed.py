@@ -129,7 +129,9 @@ def _run(device_type: str, backend: str, world: int, compiled: bool, env: dict |
         if p.returncode != 0:
             how = f"was killed by signal {-p.returncode}" if p.returncode < 0 else f"exited with {p.returncode}"
             output = tail(err) or tail(out) or "(it printed nothing)"
-            fail(f"rank {rank} of a {world}-process run with backend {device_type}:{backend} {how}:\n{output}\n" + WHERE)
+            fail(
+                f"rank {rank} of a {world}-process run with backend {device_type}:{backend} {how}:\n{output}\n" + WHERE
+            )
         reports.append(json.loads(out.strip().splitlines()[-1]))
     return reports
 

@@ -44,9 +44,7 @@ def test_forward(
     assert_compiles_like_eager: Any,
     record_property: Any,
 ) -> None:
-    ops_support.run_case(
-        op_case, flagos_device, assert_compiles_like_eager, record_property, backward=False
-    )
+    ops_support.run_case(op_case, flagos_device, assert_compiles_like_eager, record_property, backward=False)
 
 
 def test_backward(
@@ -56,6 +54,4 @@ def test_backward(
     assert_compiles_like_eager: Any,
     record_property: Any,
 ) -> None:
-    ops_support.run_case(
-        op_case, flagos_device, assert_compiles_like_eager, record_property, backward=True
-    )
+    ops_support.run_case(op_case, flagos_device, assert_compiles_like_eager, record_property, backward=True)

@@ -39,8 +39,11 @@ def _insane(events, wall_us: float) -> list[str]:
     bad_events = 0
     for e in events:
         times = (("cpu", e.cpu_time_total), ("device", e.device_time_total))
-        bad = [f"{e.name}: {what} time {value:.1f} us outside [0, {wall_us:.0f}] us (wall clock)"
-               for what, value in times if not 0 <= value <= wall_us]
+        bad = [
+            f"{e.name}: {what} time {value:.1f} us outside [0, {wall_us:.0f}] us (wall clock)"
+            for what, value in times
+            if not 0 <= value <= wall_us
+        ]
         bad_events += bool(bad)
         problems.extend(bad)
     if len(problems) > SHOWN:
