@@ -70,7 +70,7 @@ def test_unknown_capability_is_a_usage_error(run_pytest, pytester):
     line = usage_error_line(run_pytest("--flagos-device=cpu"))
     assert line.startswith(
         "ERROR: flagos: test_unknown_capability_is_a_usage_error.py::test_x: @pytest.mark.requires('warp_drive'): "
-        "unknown capability (known: compile_backend, device_interface, events, inductor,"
+        "unknown capability (known: autocast, c10d_backend, compile_backend, device_interface, events, inductor,"
     )
 
 
