@@ -1,4 +1,4 @@
-"""The change request's benchmark set: compiled vs eager on flagos and on a native device.
+"""The project's benchmark set: compiled vs eager on flagos and on a native device.
 
     python benchmarks/bench_compile.py --devices flagos,cuda --json reports/bench_compile.json
     python benchmarks/bench_compile.py --devices flagos,cpu --small     # any machine, a few minutes
@@ -16,7 +16,7 @@ device copy bandwidth (the elementwise chain is rated against it) and, for
 qwen3, the wall time of a first compiled call with fork workers, subprocess
 workers and compile_threads=1, each in a fresh process with fresh inductor and
 Triton caches. The first device is the one under test, the second the native
-reference; the change request's targets are checked against them.
+reference; the project's targets are checked against them.
 
 Results go to --json (written after every step, so a killed run keeps what it
 measured) and the Markdown tables go to stdout (and --markdown); progress goes to stderr. A
@@ -50,7 +50,7 @@ from bench_models import WORKLOADS, build_workload, transformers_version  # noqa
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Measured on one A100 in the change request, fp32, compiled over eager on flagos.
+# Measured on one A100 when the project began, fp32, compiled over eager on flagos.
 A100_SPEEDUPS = {"qwen3": 2.24, "elementwise": 9.18, "transformer": 1.41, "mlp": 1.06}
 # flagos over native cuda, every workload and dtype, from one interleaved run
 COMPILED_OVER_NATIVE_MAX = 1.02
@@ -60,7 +60,7 @@ REDUCE_OVERHEAD_WORKLOADS = ("mlp", "qwen3")
 COMPILE_TIME_OVER_NATIVE_MAX = 1.05  # fresh-cache first compiled call, parallel and serial
 COPY_BANDWIDTH_FRACTION_MIN = 0.80  # elementwise chain
 PARALLEL_COMPILE_SPEEDUP_MIN = 1.3
-# compiled-vs-eager agreement reported per dtype (rtol = atol); the change request used 2e-2 for fp32.
+# compiled-vs-eager agreement reported per dtype (rtol = atol); the first A100 measurements used 2e-2 for fp32.
 TOLERANCES = {"float32": 2e-2, "bfloat16": 1e-1, "float16": 5e-2}
 WORKER_RUNS = {  # label -> environment of the child; the rest of the environment is cleaned of these keys
     "fork": {"TORCHINDUCTOR_WORKER_START": "fork"},

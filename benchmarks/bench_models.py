@@ -1,11 +1,11 @@
 """The workloads of bench_compile.py: models built on CPU in fp32, with a fixed seed, and their inputs.
 
-Workloads (the change request's benchmark set):
+Workloads (the project's benchmark set):
     qwen3        Qwen3-0.6B-shaped causal LM forward (logits), batch 1 x 512 tokens
     elementwise  a chain of pointwise ops on a 4096x4096 matrix (fuses into one kernel)
     transformer  one pre-norm transformer block (attention + MLP)
     mlp          a matmul-bound MLP
-    small-mlp    the change request's 64x512 MLP (launch-bound)
+    small-mlp    the 64x512 MLP of the first A100 measurements (launch-bound)
     conv         a small conv net (conv+BN+ReLU twice, pool, linear)
 
 qwen3 uses transformers' Qwen3ForCausalLM with random weights where transformers
@@ -61,7 +61,7 @@ SIZES = {
         {"dim": 128, "heads": 8, "batch": 4, "seq": 32},
     ),
     "mlp": ({"hidden": 1024, "tokens": 8192}, {"hidden": 256, "tokens": 256}),
-    "small-mlp": ({"hidden": 512, "tokens": 64}, {"hidden": 512, "tokens": 64}),  # the change request's size
+    "small-mlp": ({"hidden": 512, "tokens": 64}, {"hidden": 512, "tokens": 64}),  # the first A100 measurements' size
     "conv": ({"batch": 64, "image": 32}, {"batch": 8, "image": 32}),
 }
 

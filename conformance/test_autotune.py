@@ -1,10 +1,10 @@
-"""Autotuning: the change request's eight. Graphs that need more than one Triton kernel and
+"""Autotuning: the eight graphs that first exposed the autotuner's bugs. Graphs that need more than one Triton kernel and
 autotuning (stacked Linears, normalizations, reductions over rows of one block and over rows
 looped block by block, a multi-kernel backward, dynamic shapes, max-autotune), the
 autotuner's own Event/benchmark call, and a worker-pool check.
 
 Each test runs on a fresh cache with the compile worker pool up and proven (single-Linear
-graphs need neither autotuning nor the pool, which is how both bugs of the change request
+graphs need neither autotuning nor the pool, which is how the autotuner's Event bug and the blind-worker bug
 stayed hidden). Autotuning of kernel configs is what inductor's Triton codegen does; a
 device with another codegen skips this area by its capability manifest.
 """

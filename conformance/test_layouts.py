@@ -3,7 +3,7 @@ with the strides the device's real kernels produce.
 
 inductor plans every buffer from fake tensors. A real kernel that returns other strides than
 its fake counterpart predicted makes compiled code fail its stride assertions or compute on a
-misread layout -- the change request's convolution bug: the conv kernel honoured
+misread layout -- the known convolution bug: the conv kernel honoured
 channels_last while its fake/meta kernel predicted contiguous strides, so inductor's layout
 optimisation (channels_last for convs on GPU devices) rejected every conv graph.
 

@@ -304,7 +304,7 @@ void record_stream_op(at::Tensor& self, c10::Stream stream) {
 // output layout with _determine_backend_memory_format(input, weight,
 // backend), and for a flagos tensor the backend is Overrideable. The compute
 // device may choose otherwise (the CPU keeps channels_last), which is the
-// change request's stride-mismatch bug; so results are laid out in the format
+// known convolution stride-mismatch bug; so results are laid out in the format
 // that same function names for Overrideable.
 at::Tensor adopt_result(const at::Tensor& r, c10::DeviceIndex index) {
   if (!r.defined()) return r;

@@ -1,6 +1,6 @@
 """Fault: compile workers cannot see the device.
 
-The change request's second bug. inductor's default ``worker_start_method="subprocess"``
+The blind-worker bug. inductor's default ``worker_start_method="subprocess"``
 starts a bare ``python -m torch._inductor.compile_worker`` that imports only torch and
 triton. A device whose package is not loaded there (no ``torch.backends`` autoload: the
 entry point is missing, or ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` as here) and no fallback to

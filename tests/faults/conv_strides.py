@@ -1,6 +1,6 @@
 """Fault: a convolution kernel returns other strides than its fake/meta kernel predicts.
 
-The change request's unfixed bug. inductor plans every buffer from fake tensors; fake
+The convolution stride bug. inductor plans every buffer from fake tensors; fake
 tensors predict a convolution's layout with ``_determine_backend_memory_format`` for the
 device's conv backend. A device kernel that simply returns what its compute library
 produced (channels_last kept where fake tensors predict contiguous, or the reverse) breaks

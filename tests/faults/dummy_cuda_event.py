@@ -1,6 +1,6 @@
 """Fault: the device's Event derives from ``torch.cuda.Event``.
 
-The change request's first bug. A vendor keeps the CUDA lineage (``class Event(
+The autotuner's Event bug. A vendor keeps the CUDA lineage (``class Event(
 torch.cuda.Event)``) so that code checking ``isinstance(e, torch.cuda.Event)`` works. On a
 torch build without CUDA (the CPU wheel every vendor CI uses) ``torch.cuda.Event`` is the
 ``torch._utils._dummy_type`` placeholder, whose constructor raises "Tried to instantiate

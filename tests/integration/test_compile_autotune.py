@@ -1,4 +1,4 @@
-"""The change request's guard: graphs that need autotuning and more than one Triton kernel.
+"""The autotuner's guard: graphs that need autotuning and more than one Triton kernel.
 
 Single-Linear models need neither, which is how the two bugs of the change
 request (the autotuner's Event, and compile workers that cannot see the
@@ -115,7 +115,7 @@ def test_kernels_were_compiled_by_the_worker_pool(compiled_on_workers):
     assert compiled_on_workers.worker_pid != __import__("os").getpid()
 
 
-# ---- the change request's two bugs, reproduced in a deliberately broken configuration
+# ---- the autotuner's Event bug and the blind-worker bug, reproduced in a deliberately broken configuration
 
 
 GRAPH = """
@@ -137,7 +137,7 @@ import torch_fl.compile
 from torch._dynamo.device_interface import register_interface_for_device
 from torch_fl.compile.device_interface import FlagosInterface
 torch_fl.compile.register()
-class FlagosEvent(torch.cuda.Event):  # the change request's bug: the dummy CUDA lineage
+class FlagosEvent(torch.cuda.Event):  # the autotuner's Event bug: the dummy CUDA lineage
     pass
 class BrokenInterface(FlagosInterface):
     Event = FlagosEvent

@@ -1,4 +1,4 @@
-"""Convolutions compile on flagos (the change request's third, unfixed bug).
+"""Convolutions compile on flagos (the convolution stride bug).
 
 inductor's layout optimization feeds channels_last tensors to convolutions;
 if the flagos kernel's strides differ from what its fake tensor predicted,

@@ -2,7 +2,7 @@
 
 inductor plans buffers from fake tensors; a real kernel that returns other
 strides than its fake counterpart makes compiled code reject the graph (the
-change request's unfixed convolution bug). CrossRefFakeMode runs every op
+known convolution stride bug). CrossRefFakeMode runs every op
 both ways and fails on any mismatch.
 """
 

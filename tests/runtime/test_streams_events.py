@@ -111,7 +111,7 @@ def test_flagos_event_is_a_torch_event_on_flagos():
     assert not isinstance(torch.Event(device="cpu"), torch.flagos.Event)
 
 
-# The change request's first bug: inductor's autotuner times configs with
+# The autotuner's Event bug: inductor's autotuner times configs with
 # Event(enable_timing=True); an Event class deriving from the CPU wheel's
 # dummy torch.cuda.Event cannot even be built.
 def test_dummy_cuda_event_is_detected_exactly_on_builds_without_cuda():
@@ -122,7 +122,7 @@ def test_dummy_cuda_event_is_detected_exactly_on_builds_without_cuda():
 
 
 @pytest.mark.skipif(not cuda_event_is_dummy(), reason="torch.cuda.Event is real in this (CUDA) torch build")
-def test_an_event_deriving_from_the_dummy_cuda_event_fails_like_the_change_request_says():
+def test_an_event_deriving_from_the_dummy_cuda_event_fails_as_the_autotuner_did():
     class BrokenFlagosEvent(torch.cuda.Event):
         pass
 

@@ -19,7 +19,7 @@ from importlib.metadata import entry_points
 import flagos_autoload
 
 # Set FLAGOS_NO_FORK_FALLBACK=1 to keep inductor's start method whatever the
-# probe says (used by tests to reproduce the change request's worker bug).
+# probe says (used by tests to reproduce the blind-worker bug).
 NO_FORK_FALLBACK_ENV = "FLAGOS_NO_FORK_FALLBACK"
 
 

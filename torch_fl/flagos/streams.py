@@ -4,7 +4,7 @@ Both are torch's device-agnostic ``torch.Stream``/``torch.Event`` on the flagos
 device: their record/wait/query/synchronize/elapsed_time go through the flagos
 DeviceGuardImpl (csrc/runtime/streams.cpp) to the accelerator.
 
-Event lineage: the change request's first bug was a flagos Event deriving from
+Event lineage: the autotuner's Event bug was a flagos Event deriving from
 ``torch.cuda.Event``, which on the CPU-only wheel is the
 ``torch._utils._dummy_type`` placeholder whose constructor raises "Tried to
 instantiate dummy base class Event" -- so inductor's autotuner could not time
