@@ -143,7 +143,7 @@ def _no_autocast(current: Any) -> str | None:
     if not torch.amp.is_autocast_available(device_type):
         return f"torch.amp.is_autocast_available({device_type!r}) is False"
     if device_type == torch._C._get_privateuse1_backend_name():
-        if not hasattr(getattr(torch, device_type, None), "get_amp_supported_dtype"):
+        if not hasattr(device_api.device_module(device_type), "get_amp_supported_dtype"):
             return f"torch.{device_type}.get_amp_supported_dtype() is missing (torch.autocast requires it of a PrivateUse1 device)"
     return None
 
