@@ -1,7 +1,7 @@
 """The autotuner's guard: graphs that need autotuning and more than one Triton kernel.
 
-Single-Linear models need neither, which is how the two bugs of the change
-request (the autotuner's Event, and compile workers that cannot see the
+Single-Linear models need neither, which is how two bugs (the autotuner's
+Event bug, and the blind-worker bug: compile workers that cannot see the
 device) stayed hidden. Every test here runs on a fresh cache with the worker
 pool up and proven (the `compiled_on_workers` fixture), and checks numbers
 against eager.
