@@ -29,67 +29,26 @@ If another backend already holds PrivateUse1 when this entry point runs, it arms
 using flagos in that process is then the one-line error of torch_fl, not an abort.
 """
 
-import os
 import sys
-import types
 
-AUTOLOAD_ENV = "FLAGOS_AUTOLOAD"
-OFF, LAZY, EAGER = "off", "lazy", "eager"
+from .device_type import DEVICE_TYPE
+from .placeholder import armed, is_placeholder
+from .setting import AUTOLOAD_ENV, EAGER, LAZY, OFF, enabled, mode, other_backends
 
-
-def mode(env=None) -> str:
-    """OFF, LAZY or EAGER, from ``FLAGOS_AUTOLOAD`` in ``env`` (default os.environ)."""
-    env = os.environ if env is None else env
-    value = env.get(AUTOLOAD_ENV, "").strip().lower()
-    if value == "0":
-        return OFF
-    if value == "1":
-        return EAGER
-    return LAZY
-
-
-def other_backends() -> list:
-    """Names of the installed ``torch.backends`` entry points that are not flagos's."""
-    from importlib.metadata import entry_points
-
-    return sorted(
-        {ep.name for ep in entry_points(group="torch.backends") if ep.value.split(":")[0].strip() != __name__}
-    )
-
-
-def enabled(env=None) -> bool:
-    """Whether a fresh interpreter with ``env`` loads torch_fl at ``import torch`` (torch
-    itself skips every entry point under TORCH_DEVICE_BACKEND_AUTOLOAD=0, before asking)."""
-    return mode(env) == EAGER and not other_backends()
-
-
-class _ArmedFlagos(types.ModuleType):
-    """``torch.flagos`` before torch_fl is loaded: the first real attribute loads it.
-
-    Dunder lookups (``__file__``, ``__path__``, ...) never load it: inspect, pickle and
-    import machinery ask them of every module they meet.
-    """
-
-    def __getattr__(self, name):
-        if _is_dunder(name):
-            raise AttributeError(name)
-        return getattr(_load(), name)
-
-    def __setattr__(self, name, value):  # e.g. torch.flagos.flagos_capabilities = {...}
-        if _is_dunder(name):
-            super().__setattr__(name, value)
-        else:
-            setattr(_load(), name, value)
-
-    def __delattr__(self, name):  # e.g. a test removing an API: del torch.flagos.get_device_properties
-        if _is_dunder(name):
-            super().__delattr__(name)
-        else:
-            delattr(_load(), name)
-
-
-def _is_dunder(name: str) -> bool:
-    return name.startswith("__") and name.endswith("__")
+__all__ = [
+    "AUTOLOAD_ENV",
+    "DEVICE_TYPE",
+    "EAGER",
+    "LAZY",
+    "OFF",
+    "arm",
+    "disarm",
+    "enabled",
+    "is_placeholder",
+    "load",
+    "mode",
+    "other_backends",
+]
 
 
 def _load():
@@ -98,30 +57,27 @@ def _load():
     return torch_fl.flagos
 
 
-def is_placeholder(module) -> bool:
-    return isinstance(module, _ArmedFlagos)
-
-
 def _privateuse1_owner():
     """The name another backend gave PrivateUse1 in this process, or None."""
     torch = sys.modules.get("torch")
     name = torch._C._get_privateuse1_backend_name() if torch is not None else "privateuseone"
-    return None if name in ("privateuseone", "flagos") else name
+    return None if name in ("privateuseone", DEVICE_TYPE) else name
 
 
 def arm() -> None:
     """Put the ``torch.flagos`` placeholder in place (not over a real torch.flagos)."""
     import torch
 
-    if getattr(torch, "flagos", None) is None:
-        torch.flagos = _ArmedFlagos("torch.flagos", "flagos, loaded on first use (flagos_autoload)")
+    if getattr(torch, DEVICE_TYPE, None) is None:
+        placeholder = armed(f"torch.{DEVICE_TYPE}", "flagos, loaded on first use (flagos_autoload)", _load)
+        setattr(torch, DEVICE_TYPE, placeholder)
 
 
 def disarm() -> None:
     """Remove the placeholder (a run that must keep flagos out, after torch was imported)."""
     torch = sys.modules.get("torch")
-    if torch is not None and is_placeholder(getattr(torch, "flagos", None)):
-        del torch.flagos
+    if torch is not None and is_placeholder(getattr(torch, DEVICE_TYPE, None)):
+        delattr(torch, DEVICE_TYPE)
 
 
 def load() -> None:

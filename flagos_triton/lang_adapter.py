@@ -36,16 +36,12 @@ from triton.language import core as tl_core
 from triton.language import math as tl_math
 from triton.runtime.jit import JITFunction
 
-_tls = threading.local()
+from . import reduce_scan
+from .launch_state import current_semantic, this_thread
+from .translate import translate_jit
+
 _launch_lock = threading.RLock()  # one launch at a time: the builder holds per-launch state
 _MISSING = object()
-
-
-def current_semantic():
-    sem = getattr(_tls, "semantic", None)
-    if sem is None:
-        raise RuntimeError("not inside a flagos host launch")
-    return sem
 
 
 # -- replacements ---------------------------------------------------------------
@@ -54,7 +50,7 @@ def _inject(orig):
 
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
-        sem = getattr(_tls, "semantic", None)
+        sem = getattr(this_thread, "semantic", None)
         if sem is None:
             return orig(*args, **kwargs)
         kwargs["_semantic"] = sem
@@ -68,7 +64,7 @@ def _switch(orig, host_impl):
 
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
-        if getattr(_tls, "semantic", None) is None:
+        if getattr(this_thread, "semantic", None) is None:
             return orig(*args, **kwargs)
         return host_impl(*args, **kwargs)
 
@@ -103,8 +99,6 @@ def _host_identity_hint(input, values, **_kwargs):
 
 
 def _host_jit_call(self, *args, **kwargs):
-    from .translate import translate_jit
-
     kwargs.pop("_semantic", None)
     kwargs.pop("_generator", None)
     return translate_jit(self)(*args, **kwargs)
@@ -158,7 +152,7 @@ def _host_to_ir(self, builder):
 def _property_switch(orig_prop, host_getter):
 
     def getter(self):
-        if getattr(_tls, "semantic", None) is None:
+        if getattr(this_thread, "semantic", None) is None:
             return orig_prop.fget(self)
         return host_getter(self)
 
@@ -190,8 +184,6 @@ def _builtins_of(owner):
 @functools.lru_cache(maxsize=None)
 def _patch_set():
     """[(owner, name, replacement)] -- built once per process."""
-    from . import reduce_scan
-
     patches = {}
 
     def put(owner, name, value):
@@ -283,13 +275,13 @@ def launch_scope(semantic):
         if _Installed.depth == 0:
             _install()
         _Installed.depth += 1
-        previous = getattr(_tls, "semantic", None)
-        _tls.semantic = semantic
+        previous = getattr(this_thread, "semantic", None)
+        this_thread.semantic = semantic
         try:
             with np.errstate(all="ignore"):
                 yield
         finally:
-            _tls.semantic = previous
+            this_thread.semantic = previous
             _Installed.depth -= 1
             if _Installed.depth == 0:
                 _uninstall()

@@ -24,20 +24,16 @@ import threading
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
+from .launch_state import current_semantic
+
 TO_TENSOR = "__flagos_to_tensor"
 NOT = "__flagos_not"
 AND = "__flagos_and"
 OR = "__flagos_or"
 
 
-def _semantic():
-    from .lang_adapter import current_semantic
-
-    return current_semantic()
-
-
 def _to_tensor(value):
-    return _semantic().to_tensor(value, False)
+    return current_semantic().to_tensor(value, False)
 
 
 def _not(value):

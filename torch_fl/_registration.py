@@ -4,9 +4,10 @@ import os
 
 import torch
 
-import flagos_autoload
-
-DEVICE_TYPE = "flagos"
+# flagos_autoload's leaf modules: its package module loads torch_fl, so taking names from it would tie a circle.
+from flagos_autoload.device_type import DEVICE_TYPE
+from flagos_autoload.placeholder import is_placeholder
+from flagos_autoload.setting import AUTOLOAD_ENV, OFF, mode
 
 
 class PrivateUse1Taken(ImportError):
@@ -25,7 +26,7 @@ def claim_privateuse1() -> None:
     owner = f"the {name!r} device" if name != "privateuseone" else "another backend's extension"
     raise PrivateUse1Taken(
         f"flagos: PrivateUse1 is already {owner} in this process (one PrivateUse1 backend per process): "
-        f"run flagos in a process of its own, and start this one with {flagos_autoload.AUTOLOAD_ENV}=0 "
+        f"run flagos in a process of its own, and start this one with {AUTOLOAD_ENV}=0 "
         "so that nothing in it loads flagos"
     )
 
@@ -45,7 +46,7 @@ def register():
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     current = getattr(torch, DEVICE_TYPE, None)
     if current is not flagos:
-        if flagos_autoload.is_placeholder(current):
+        if is_placeholder(current):
             delattr(torch, DEVICE_TYPE)  # the armed placeholder steps aside for the real module
         torch._register_device_module(DEVICE_TYPE, flagos)
     # Tensor.flagos(), Tensor.is_flagos, Module.flagos(), storage methods.
@@ -62,6 +63,6 @@ def register():
     _C._register_rnn_cells()
     # flagos is this process's device now: the processes it starts (inductor's compile
     # workers above all) must see it after a bare `import torch`.
-    if flagos_autoload.mode() != flagos_autoload.OFF:
-        os.environ[flagos_autoload.AUTOLOAD_ENV] = "1"
+    if mode() != OFF:
+        os.environ[AUTOLOAD_ENV] = "1"
     return flagos

@@ -9,9 +9,10 @@ import functools
 
 import torch
 
+from flagos_autoload.device_type import DEVICE_TYPE
+
 from ._after_import import call_after_import
 
-DEVICE_TYPE = "flagos"
 _registered = False
 
 

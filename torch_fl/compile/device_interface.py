@@ -12,9 +12,11 @@ from torch._dynamo.device_interface import (
     caching_worker_device_properties,
 )
 
+from flagos_autoload.device_type import DEVICE_TYPE
+
 from .. import _C
 from ..flagos import streams
-from ..flagos._device import DEVICE_TYPE, _index
+from ..flagos._device import _index
 
 
 def get_raw_stream(device_index: int) -> int:

@@ -16,7 +16,7 @@ import os
 import warnings
 from importlib.metadata import entry_points
 
-import flagos_autoload
+from flagos_autoload.setting import AUTOLOAD_ENV, EAGER, OFF, mode, other_backends
 
 # Set FLAGOS_NO_FORK_FALLBACK=1 to keep inductor's start method whatever the
 # probe says (used by tests to reproduce the blind-worker bug).
@@ -29,12 +29,12 @@ def bare_worker_sees_flagos(env=None) -> tuple:
     torch_autoload = env.get("TORCH_DEVICE_BACKEND_AUTOLOAD", "1")
     if torch_autoload != "1":  # torch's own rule (torch._is_device_backend_autoload_enabled)
         return False, f"TORCH_DEVICE_BACKEND_AUTOLOAD={torch_autoload} stops torch from loading torch_fl"
-    chosen = flagos_autoload.mode(env)
-    if chosen == flagos_autoload.OFF:
-        return False, f"{flagos_autoload.AUTOLOAD_ENV}=0 stops torch from loading torch_fl"
-    if chosen != flagos_autoload.EAGER:
-        return False, f"without {flagos_autoload.AUTOLOAD_ENV}=1 torch only arms flagos, it does not load torch_fl"
-    others = flagos_autoload.other_backends()
+    chosen = mode(env)
+    if chosen == OFF:
+        return False, f"{AUTOLOAD_ENV}=0 stops torch from loading torch_fl"
+    if chosen != EAGER:
+        return False, f"without {AUTOLOAD_ENV}=1 torch only arms flagos, it does not load torch_fl"
+    others = other_backends()
     if others:
         return False, (
             f"another torch.backends entry point is installed ({', '.join(others)}), so torch only arms flagos "

@@ -4,9 +4,9 @@ from collections import namedtuple
 
 import torch
 
-from .. import _C
+from flagos_autoload.device_type import DEVICE_TYPE
 
-DEVICE_TYPE = "flagos"
+from .. import _C
 
 # An out-of-range device index: an IndexError and the RuntimeError cuda code expects.
 DeviceIndexError = _C.DeviceIndexError

@@ -22,8 +22,10 @@ anything. Two lineages, chosen once at import:
 
 import torch
 
+from flagos_autoload.device_type import DEVICE_TYPE
+
 from .. import _C
-from ._device import DEVICE_TYPE, _checked
+from ._device import _checked
 
 
 def cuda_event_is_dummy() -> bool:
