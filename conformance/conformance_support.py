@@ -23,7 +23,7 @@ WHERE = {
     "guard": "the device's c10 DeviceGuardImpl: streams, events, synchronize, device switching "
     "(torch.Stream, torch.Event and torch.accelerator reach it; flagos: csrc/runtime/streams.cpp)",
     "copies": "the device's copy kernels (aten::_copy_from / copy_ between host and device "
-    "and between devices; flagos: csrc/aten/ops.cpp)",
+    "and between devices; flagos: csrc/aten/memory_ops.cpp)",
     "allocator": "the device's caching allocator and its stats API "
     "(flagos: csrc/runtime/allocator.cpp, torch_fl/flagos/memory.py)",
     "properties": "get_device_properties of the device module and of the inductor "
@@ -57,7 +57,7 @@ WHERE = {
     "triton": "the device's Triton back end (driver active, compiler, launcher) (flagos: flagos_triton/)",
     "fake": "the op's fake/meta kernel vs the device's real kernel: inductor plans buffers "
     "with the fake tensor's strides, so the real kernel must produce exactly those "
-    "(flagos: csrc/aten/ops.cpp; torch: torch/_meta_registrations.py, "
+    "(flagos: csrc/aten/fallback.cpp; torch: torch/_meta_registrations.py, "
     "torch/_subclasses/fake_impls.py)",
     "cache": "inductor's FX graph cache (TORCHINDUCTOR_CACHE_DIR): everything the compiled "
     "graph needs must pickle and reload in a fresh process (the device's kernels, "
@@ -67,7 +67,7 @@ WHERE = {
     "compiled": "the compiled code: the generated kernels (TORCH_LOGS=output_code prints them; "
     "--flagos-repro-dir=DIR writes a standalone repro), the device's inductor codegen and op "
     "overrides, its Triton back end (flagos: torch_fl/compile/, flagos_triton/)",
-    "eager": "the device's eager kernels (flagos: the boxed alias fallback in csrc/aten/ops.cpp)",
+    "eager": "the device's eager kernels (flagos: the boxed alias fallback in csrc/aten/fallback.cpp)",
 }
 
 

@@ -57,7 +57,7 @@ def register():
     # Choose the accelerator now, so a bad FLAGOS_ACCELERATOR fails the import
     # with the list of choices instead of surfacing at the first tensor.
     _C._accelerator_name()
-    # Structured ops straight to the compute device's kernels (csrc/aten/ops.cpp).
+    # Structured ops straight to the compute device's kernels (csrc/aten/registration.cpp).
     _C._route_to_compute_kernels()
     # LSTM/GRU cells where the compute device lacks aten's fused ones (csrc/aten/rnn.cpp).
     _C._register_rnn_cells()

@@ -1,15 +1,21 @@
 // Compute-device views of flagos tensors for one op call: what the boxed
-// fallback (ops.cpp) and the unboxed kernels of the hottest ops
-// (direct_kernels.cpp) share. A flagos tensor is viewed as a tensor of the
-// accelerator's compute device (CPU for host, CUDA for cuda) over the same
-// memory; the kernel's results are mapped back:
+// fallback (fallback.cpp), the unboxed kernels of the hottest ops
+// (direct_kernels.cpp), the copies (memory_ops.cpp) and the rnn cells share.
+// A flagos tensor is viewed as a tensor of the accelerator's compute device
+// (CPU for host, CUDA for cuda) over the same memory; the kernel's results are
+// mapped back:
 //   - an argument returned as-is (in-place, out=)   -> the original flagos tensor
 //   - a view into an argument's memory               -> a flagos view of that storage
 //   - memory the kernel allocated                    -> adopted as flagos memory (no copy)
+// Header-only: each piece is small, and a translation unit of its own would
+// cost a compile of the torch headers for a page of code.
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/DispatchKeySet.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/core/TensorOptions.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
@@ -21,10 +27,63 @@
 
 namespace flagos {
 
-bool is_flagos(const at::Tensor& t);
+inline c10::Device compute_device(c10::DeviceIndex index) {
+  c10::DeviceType type = compute_device_type();
+  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
+}
+
+// The compute device's backend key (CPU, CUDA); it does not depend on the index.
+inline c10::DispatchKey compute_key() {
+  static const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(0));
+  return key;
+}
+
+inline bool is_flagos(const at::Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
 
 // The compute device's backend key set (CPU or CUDA; the same for every index).
-c10::DispatchKeySet compute_keys();
+inline c10::DispatchKeySet compute_keys() {
+  static const c10::DispatchKeySet keys(compute_key());
+  return keys;
+}
+
+// A tensor of `keys` over `storage`, with the geometry and bits of `like`.
+inline at::Tensor tensor_over(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  at::Tensor out(std::move(impl));
+  if (like.is_conj()) out._set_conj(true);
+  if (like.is_neg()) out._set_neg(true);
+  return out;
+}
+
+// A compute-device storage over a flagos storage's memory. It does not own the
+// memory; resizable, so kernels that grow an out= tensor can (their new
+// memory is adopted afterwards).
+inline c10::Storage alias_storage(const c10::Storage& storage, c10::DeviceIndex index) {
+  static c10::Allocator* const compute_allocator = c10::GetAllocator(compute_device_type());
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                      c10::DataPtr(storage.unsafeGetStorageImpl()->data_ptr().get(), compute_device(index)),
+                      compute_allocator, /*resizable=*/true);
+}
+
+inline c10::Storage adopted_storage(const c10::Storage& compute_storage, c10::DeviceIndex index) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), compute_storage.nbytes(), adopt(compute_storage, index),
+                      allocator(), /*resizable=*/true);
+}
+
+// The compute-device view of one flagos tensor (used by copies).
+inline at::Tensor as_compute(const at::Tensor& t) {
+  TORCH_CHECK(t.layout() == c10::kStrided, "flagos: only strided tensors are supported, got ", t.layout());
+  c10::DeviceIndex index = t.device().index();
+  return tensor_over(alias_storage(t.storage(), index), compute_keys(), t);
+}
+
+// Index ops accept CPU index tensors on GPUs too; elsewhere a non-scalar CPU
+// tensor next to flagos tensors is a user error, as it is on CUDA.
+inline bool accepts_host_tensors(std::string_view name) {
+  return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" ||
+         name == "aten::index_put";
+}
 
 // The compute-device views made for one op call, and what they stand for.
 class Aliases {
@@ -56,8 +115,78 @@ class Aliases {
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> tensors_;       // (compute view, flagos)
 };
 
-// The compute device's NotImplementedError for `op`, restated with the flagos
-// device and the op's name.
-[[noreturn]] void raise_unsupported(std::string_view op, c10::DeviceIndex index, const c10::NotImplementedError& e);
+inline void Aliases::note_device(c10::DeviceIndex index) {
+  if (!index_) {
+    index_ = index;
+    return;
+  }
+  TORCH_CHECK(*index_ == index, "flagos: ", name_, " got tensors on flagos:", static_cast<int>(*index_),
+              " and flagos:", static_cast<int>(index),
+              "; all flagos tensors of one op must be on the same device. Move them with .to() first.");
+}
+
+inline c10::DeviceIndex Aliases::index() {
+  if (!index_) index_ = current_device();
+  return *index_;
+}
+
+inline at::Tensor Aliases::alias(const at::Tensor& t) {
+  TORCH_CHECK(t.layout() == c10::kStrided, "flagos: ", name_, " got a ", t.layout(),
+              " flagos tensor; only strided tensors are supported");
+  // One tensor passed twice stays one tensor: kernels test identity
+  // (CUDA's multi-head attention takes its fused path only when query, key
+  // and value are the same tensor).
+  for (auto& [a, original] : tensors_)
+    if (original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a;
+  c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
+  c10::Storage* view = nullptr;
+  for (auto& [flagos_storage, compute_storage] : storages_)
+    if (flagos_storage.unsafeGetStorageImpl() == key) view = &compute_storage;
+  if (view == nullptr) {
+    storages_.emplace_back(t.storage(), alias_storage(t.storage(), index()));
+    view = &storages_.back().second;
+  }
+  at::Tensor a = tensor_over(*view, compute_keys(), t);
+  tensors_.emplace_back(a, t);
+  return a;
+}
+
+inline at::Tensor Aliases::to_compute(const at::Tensor& t) {
+  if (is_flagos(t)) return alias(t);
+  if (!t.defined() || (t.device().is_cpu() && (t.dim() == 0 || accepts_host_tensors(name_)))) return t;
+  TORCH_CHECK(false, "flagos: ", name_, " got a tensor on ", t.device(),
+              " together with flagos tensors; expected all tensors on the flagos device (0-dim CPU scalars "
+              "excepted). Move it with .to('flagos') first.");
+}
+
+inline at::Tensor Aliases::to_flagos(const at::Tensor& r) {
+  if (!r.defined() || r.device().type() != compute_device_type()) return r;
+  for (auto& [a, original] : tensors_)
+    if (a.unsafeGetTensorImpl() == r.unsafeGetTensorImpl()) return original;
+  c10::StorageImpl* key = r.storage().unsafeGetStorageImpl();
+  for (auto& [flagos_storage, compute_storage] : storages_)
+    if (compute_storage.unsafeGetStorageImpl() == key)
+      return tensor_over(flagos_storage, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+  // Memory the kernel allocated: adopt it, once per storage.
+  storages_.emplace_back(adopted_storage(r.storage(), index()), r.storage());
+  return tensor_over(storages_.back().first, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
+}
+
+inline void Aliases::write_back(const at::Tensor& a) {
+  for (auto& [alias, original] : tensors_) {
+    if (alias.unsafeGetTensorImpl() != a.unsafeGetTensorImpl()) continue;
+    auto* impl = original.unsafeGetTensorImpl();
+    const void* now = alias.storage().unsafeGetStorageImpl()->data_ptr().get();
+    if (now != original.storage().unsafeGetStorageImpl()->data_ptr().get()) {
+      c10::StorageImpl* target = original.storage().unsafeGetStorageImpl();
+      target->set_data_ptr_noswap(adopt(alias.storage(), index()));
+      target->set_nbytes(alias.storage().nbytes());
+    }
+    if (alias.sizes() != original.sizes() || alias.strides() != original.strides() ||
+        alias.storage_offset() != original.storage_offset())
+      impl->set_sizes_and_strides(alias.sizes(), alias.strides(), alias.storage_offset());
+    return;
+  }
+}
 
 }  // namespace flagos

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "../runtime/runtime.h"
+#include "aten.h"
 #include "compute_views.h"
 #include "direct_kernels.h"
 

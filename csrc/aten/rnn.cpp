@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "../runtime/runtime.h"
+#include "aten.h"
 #include "compute_views.h"
 
 namespace flagos {

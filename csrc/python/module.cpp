@@ -11,6 +11,7 @@
 
 #include "../distributed/flagos_backend.h"
 #endif
+#include "../aten/aten.h"
 #include "../runtime/generator.h"
 #include "../runtime/runtime.h"
 

@@ -13,7 +13,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "flagos/accelerator.h"
 
@@ -100,17 +99,5 @@ void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
 c10::Allocator* pinned_allocator();
 // Whether `ptr` points into pinned memory that pinned_allocator() handed out.
 bool is_pinned(const void* ptr);
-
-// ---- eager ops (aten/ops.cpp) ----
-// Sends ops that aten would decompose for flagos straight to the compute
-// device's kernels where it has them (through the eager fallback), and gives
-// the hottest ops unboxed kernels; once per process, at import. Returns how
-// many ops were registered.
-int64_t route_to_compute_kernels();
-// The ops that route_to_compute_kernels gave unboxed kernels (aten/direct_kernels.cpp).
-std::vector<std::string> direct_kernel_names();
-// Kernels for the fused RNN cells where the compute device has none (aten/rnn.cpp);
-// once per process, at import. Returns how many ops were registered.
-int64_t register_rnn_cells();
 
 }  // namespace flagos

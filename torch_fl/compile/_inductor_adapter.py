@@ -244,7 +244,7 @@ def conv_layout_of_compute_device(device_type: str) -> None:
     inputs channels-last: the predicted contiguous layout cost a copy after
     every such convolution (and inductor makes a graph's convolutions
     channels-last). The flagos kernel predicts with cuDNN's rule too
-    (csrc/aten/ops.cpp, ``predicted_conv_format``), so fake and real agree.
+    (csrc/aten/fallback.cpp, ``predicted_conv_format``), so fake and real agree.
     """
     original = torch._C._conv_determine_backend_memory_format
     if getattr(original, "_flagos_device_type", None) == device_type:
