@@ -5,8 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # The stamp's name changes with the list of packages below, so that an existing .venv
-# installs what was added (expecttest, pytest-split, pytest-timeout: the op coverage area).
-DEPS := $(VENV)/.flagos-deps-2
+# installs what was added (expecttest, pytest-split, pytest-timeout: the op coverage area;
+# pyyaml: .github/scripts/accelerators.py).
+DEPS := $(VENV)/.flagos-deps-3
 REGISTERED := $(VENV)/.flagos-registered
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
 PYTEST_ARGS ?=
@@ -19,7 +20,7 @@ $(DEPS):
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0 triton==3.7.0 "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100" \
-	  "expecttest>=0.2" "pytest-split>=0.9" "pytest-timeout>=2.3" pybind11 ninja setuptools wheel numpy
+	  "expecttest>=0.2" "pytest-split>=0.9" "pytest-timeout>=2.3" pyyaml pybind11 ninja setuptools wheel numpy
 	touch $@
 
 # Entry points (torch.backends, triton.backends, pytest11) need an install;
@@ -71,7 +72,7 @@ conformance-ops-full: build
 TOOLS := $(VENV)/.flagos-tools
 $(TOOLS):
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q ruff==0.17.6 mkdocs==1.6.1
+	$(PIP) install -q ruff==0.17.6 mkdocs==1.6.1 pyyaml
 	touch $@
 
 lint: $(TOOLS)
@@ -81,8 +82,8 @@ lint: $(TOOLS)
 docs: $(TOOLS)
 	$(VENV)/bin/mkdocs build --strict
 
-ci-configs:
-	python3 .github/scripts/accelerators.py validate
+ci-configs: $(TOOLS)
+	$(PY) .github/scripts/accelerators.py validate
 
 bench: build
 	$(PY) benchmarks/bench_eager.py

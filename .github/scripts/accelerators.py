@@ -22,7 +22,7 @@ Shards: ``matrix --shards N`` gives N entries per config, each with ``shard`` (`
 ``artifact`` name; ``pytest NAME --shard K/N`` runs shard K of N with pytest-split
 (``--splits N --group K``) and writes that shard's report.
 
-Schema (unknown keys are errors)::
+Schema (class Manifest below; unknown keys are errors)::
 
     name: "flagos (host accelerator)"      # display name                          required
     runs-on: [ubuntu-latest]                 # runner labels (a list or one label)  required
@@ -36,10 +36,9 @@ Schema (unknown keys are errors)::
                                              # one line; see check_pytest()         required
     timeout-minutes: 90                      # 1 .. 1440                            required
 
-The files are read by a small strict YAML reader (block mappings and lists, flow lists,
-plain and quoted scalars, comments), so this script needs nothing but Python 3.10+: it runs
-on a bare runner, in a vendor's container, before any set-up. Scalars that YAML 1.1 reads
-as something surprising (``on``, ``yes``, ``3.10``, ``010``, dates) must be quoted.
+The files are read with PyYAML's safe loader (Python 3.10+ and PyYAML). Duplicate keys, and
+plain scalars that YAML 1.1 reads as something other than the string they look like (``on``,
+``yes``, ``3.10``, ``010``, dates), are refused: quote such values.
 """
 
 from __future__ import annotations
@@ -53,15 +52,20 @@ import re
 import shlex
 import subprocess
 import sys
+import types
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+try:
+    import yaml
+except ImportError:  # a bare runner's python3 may lack it: one line, not a traceback
+    sys.exit("accelerators.py needs PyYAML: pip install pyyaml")
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = Path(".github/configs")
 
-REQUIRED = ("name", "runs-on", "setup", "pytest", "timeout-minutes")
-OPTIONAL = ("python", "container", "container-options", "env")
-KEYS = REQUIRED + OPTIONAL
 TIMEOUT_RANGE = (1, 1440)
 # docker run options for a container without any: an empty `options:` is rejected by some
 # runner versions (actions/runner#4204), and --init reaps the compile workers' children.
@@ -96,222 +100,171 @@ class ConfigError(Exception):
 
 
 # --------------------------------------------------------------------------------------
-# The YAML subset
+# YAML
 # --------------------------------------------------------------------------------------
 
-_KEY_RE = re.compile(r"^(?P<key>[A-Za-z0-9_][A-Za-z0-9_.-]*)\s*:(?:\s+(?P<rest>.*))?$")
-_INT_RE = re.compile(r"^[-+]?(0|[1-9][0-9]*)$")
-# plain scalars YAML (1.1 or 1.2) would not read as the string they look like
-_AMBIGUOUS = [
-    (re.compile(r"^(yes|no|on|off|y|n)$", re.I), "a YAML 1.1 boolean"),
-    (re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*\.[0-9_]*)([eE][-+]?[0-9]+)?$"), "a number"),
-    (re.compile(r"^[-+]?\.(inf|nan)$", re.I), "a number"),
-    (
-        re.compile(r"^[-+]?0[0-9_]+$|^[-+]?0[xob][0-9a-fA-F_]+$|^[-+]?[0-9][0-9_]*_[0-9_]*$"),
-        "a number",
-    ),
-    (re.compile(r"^[0-9]+:[0-5]?[0-9](:[0-5]?[0-9])*$"), "a sexagesimal number"),
-    (re.compile(r"^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}"), "a date"),
-]
-_PLAIN_START_FORBIDDEN = set("{}&*!|>%@`'\"[],#?")
+# Plain scalars that PyYAML (YAML 1.1) resolves to something other than the string they look
+# like: `on` is true, `3.10` is 3.1, `010` is 8. They are refused, so a config says what it means.
+_SURPRISES = {
+    "tag:yaml.org,2002:bool": "a YAML 1.1 boolean",
+    "tag:yaml.org,2002:int": "a number",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:timestamp": "a date",
+}
+# what YAML 1.1 and 1.2 both read as written: decimal integers and true/false
+_AS_WRITTEN_RE = re.compile(r"[-+]?(0|[1-9][0-9]*)|true|True|TRUE|false|False|FALSE")
 
 
-@dataclasses.dataclass
-class _Line:
-    number: int
-    indent: int
-    text: str
+class _Loader(yaml.SafeLoader):
+    """The safe loader without aliases (*name): a value that appears twice, or inside itself."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            raise ConfigError(
+                "aliases (*name) are not read here: write the value out", self.peek_event().start_mark.line + 1
+            )
+        return super().compose_node(parent, index)
 
 
-def _strip_comment(text: str) -> str:
-    """Drop a ` #` comment outside quotes."""
-    quote = None
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"" and (i == 0 or text[i - 1] in " [,"):
-            quote = ch
-        elif ch == "#" and (i == 0 or text[i - 1] in " \t"):
-            return text[:i].rstrip()
-    return text.rstrip()
-
-
-def _quoted(text: str, line: int) -> tuple[str, str]:
-    """Parse a quoted scalar at the start of `text`; return (value, the rest)."""
-    q = text[0]
-    out = []
-    i = 1
-    while i < len(text):
-        ch = text[i]
-        if q == "'" and ch == "'":
-            if text[i + 1 : i + 2] == "'":
-                out.append("'")
-                i += 2
-                continue
-            return "".join(out), text[i + 1 :]
-        if q == '"' and ch == "\\":
-            esc = text[i + 1 : i + 2]
-            table = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "/": "/"}
-            if esc not in table:
-                raise ConfigError(f"unsupported escape \\{esc} in a double-quoted string", line)
-            out.append(table[esc])
-            i += 2
-            continue
-        if q == '"' and ch == '"':
-            return "".join(out), text[i + 1 :]
-        out.append(ch)
-        i += 1
-    raise ConfigError(f"unterminated {q}-quoted string", line)
-
-
-def _scalar(text: str, line: int) -> Any:
-    text = text.strip()
-    if not text:
-        return None
-    if text[0] in "'\"":
-        value, rest = _quoted(text, line)
-        if rest.strip():
-            raise ConfigError(f"unexpected text after a quoted string: {rest.strip()!r}", line)
-        return value
-    if text[0] in _PLAIN_START_FORBIDDEN or text.startswith(("- ", "-\t")) or text == "-":
-        raise ConfigError(
-            f"unsupported YAML (anchors, tags, block scalars, flow mappings are not read here): {text!r}",
-            line,
-        )
-    if ": " in text or text.endswith(":"):
-        raise ConfigError(f"a plain value cannot contain ': ' (quote it): {text!r}", line)
-    if text in ("~", "null", "Null", "NULL"):
-        return None
-    if text in ("true", "True", "TRUE"):
-        return True
-    if text in ("false", "False", "FALSE"):
-        return False
-    if _INT_RE.match(text):
-        return int(text)
-    for pattern, what in _AMBIGUOUS:
-        if pattern.match(text):
-            raise ConfigError(f"{text!r} reads as {what} in YAML: quote it", line)
-    return text
-
-
-def _flow_list(text: str, line: int) -> list[Any]:
-    inner = text.strip()
-    if not inner.endswith("]"):
-        raise ConfigError(f"a flow list must end on the same line: {text!r}", line)
-    inner = inner[1:-1].strip()
-    if not inner:
-        return []
-    items, current, quote = [], [], None
-    for ch in inner:
-        if quote:
-            current.append(ch)
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-            current.append(ch)
-        elif ch in "[]{}":
-            raise ConfigError("nested flow collections are not supported", line)
-        elif ch == ",":
-            items.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    items.append("".join(current))
-    if items and not items[-1].strip():
-        items.pop()  # trailing comma
-    if any(not item.strip() for item in items):
-        raise ConfigError(f"empty item in a flow list: {text!r}", line)
-    return [_scalar(item, line) for item in items]
-
-
-def _value(text: str, line: int) -> Any:
-    return _flow_list(text, line) if text.startswith("[") else _scalar(text, line)
-
-
-def _is_item(line: _Line) -> bool:
-    return line.text == "-" or line.text.startswith(("- ", "-\t"))
-
-
-def _block(lines: list[_Line], i: int, indent: int) -> tuple[Any, int]:
-    return (_list if _is_item(lines[i]) else _mapping)(lines, i, indent)
-
-
-def _nested(lines: list[_Line], i: int, indent: int, *, allow_same_indent_list: bool) -> tuple[Any, int]:
-    """The value of a key or item with nothing after it: a nested block, or null."""
-    if i < len(lines):
-        nxt = lines[i]
-        if nxt.indent > indent:
-            return _block(lines, i, nxt.indent)
-        if allow_same_indent_list and nxt.indent == indent and _is_item(nxt):
-            return _list(lines, i, indent)
-    return None, i
-
-
-def _mapping(lines: list[_Line], i: int, indent: int) -> tuple[dict[str, Any], int]:
-    out: dict[str, Any] = {}
-    while i < len(lines) and lines[i].indent == indent:
-        line = lines[i]
-        if _is_item(line):
-            raise ConfigError("a list item where a 'key: value' line was expected", line.number)
-        m = _KEY_RE.match(line.text)
-        if not m:
-            raise ConfigError(f"expected 'key: value', found {line.text!r}", line.number)
-        key = m.group("key")
-        if key in out:
-            raise ConfigError(f"duplicate key {key!r}", line.number)
-        rest = _strip_comment(m.group("rest") or "")
-        if rest:
-            out[key] = _value(rest, line.number)
-            i += 1
-        else:
-            out[key], i = _nested(lines, i + 1, indent, allow_same_indent_list=True)
-        if i < len(lines) and lines[i].indent > indent:
-            raise ConfigError("unexpected indentation", lines[i].number)
-    return out, i
-
-
-def _list(lines: list[_Line], i: int, indent: int) -> tuple[list[Any], int]:
-    out: list[Any] = []
-    while i < len(lines) and lines[i].indent == indent and _is_item(lines[i]):
-        line = lines[i]
-        rest = _strip_comment(line.text[1:].strip())
-        if rest and _KEY_RE.match(rest) and not rest.startswith(("'", '"')):
-            raise ConfigError("mappings inside lists are not supported", line.number)
-        if rest:
-            out.append(_value(rest, line.number))
-            i += 1
-        else:
-            value, i = _nested(lines, i + 1, indent, allow_same_indent_list=False)
-            out.append(value)
-        if i < len(lines) and lines[i].indent > indent:
-            raise ConfigError("unexpected indentation", lines[i].number)
-    return out, i
+def _check_nodes(node: yaml.Node) -> None:
+    """Refuse duplicate keys (PyYAML keeps the last one silently) and surprising plain scalars."""
+    if isinstance(node, yaml.ScalarNode):
+        what = _SURPRISES.get(node.tag)
+        if what and node.style is None and not _AS_WRITTEN_RE.fullmatch(node.value):
+            raise ConfigError(f"{node.value!r} reads as {what} in YAML: quote it", node.start_mark.line + 1)
+    elif isinstance(node, yaml.MappingNode):
+        keys = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in keys:
+                    raise ConfigError(f"duplicate key {key.value!r}", key.start_mark.line + 1)
+                keys.add(key.value)
+            _check_nodes(key)
+            _check_nodes(value)
+    else:
+        for item in node.value:
+            _check_nodes(item)
 
 
 def parse_yaml(text: str) -> Any:
-    """Parse the YAML subset described in the module docstring; raise ConfigError."""
-    lines: list[_Line] = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.lstrip(" ")
-        if not stripped.strip() or stripped.startswith("#"):
-            continue
-        if stripped.startswith("\t") or "\t" in raw[: len(raw) - len(stripped)]:
-            raise ConfigError("tabs in indentation", number)
-        if not lines and stripped.rstrip() == "---":
-            continue  # a document start marker before any content
-        if stripped.rstrip() in ("---", "..."):
-            raise ConfigError("one document per file", number)
-        lines.append(_Line(number, len(raw) - len(stripped), stripped.rstrip()))
-    if not lines:
-        return None
-    if lines[0].indent != 0:
-        raise ConfigError("the first line is indented", lines[0].number)
-    value, i = _block(lines, 0, 0)
-    if i < len(lines):
-        raise ConfigError(f"unexpected line {lines[i].text!r}", lines[i].number)
-    return value
+    """The one YAML document in `text`, read and checked as above; raise ConfigError."""
+    try:
+        loader = _Loader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node)
+        return loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        # the line where the broken construct begins (the one to fix), then where PyYAML gave up
+        lines = [mark.line + 1 for mark in (exc.context_mark, exc.problem_mark) if mark]
+        what = ", ".join(filter(None, (exc.context, exc.problem)))
+        if len(set(lines)) > 1:
+            what += f" (line {lines[1]})"
+        raise ConfigError(f"not valid YAML: {what}", lines[0] if lines else None) from None
+    except yaml.YAMLError as exc:  # unmarked: a character YAML does not allow
+        raise ConfigError(f"not valid YAML: {' '.join(str(exc).split())}") from None
+
+
+# --------------------------------------------------------------------------------------
+# The schema
+# --------------------------------------------------------------------------------------
+
+
+def _key(message: str, *, required: bool = False, valid: Callable[[Any], Any] = lambda value: True) -> Any:
+    """A field of Manifest. `message` (which may name the {value!r}) is the one problem line of a
+    value of another type than the field's, or one that is not `valid`."""
+    return dataclasses.field(default=None, metadata={"message": message, "required": required, "valid": valid})
+
+
+def _labels(value: str | list[str]) -> bool:
+    return all(label.strip() for label in ([value] if isinstance(value, str) else value))
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """The keys of a config, one field each (`runs_on` is the key runs-on), the required ones first.
+    check_manifest checks each value against the field's type and `_key`; a required key's value
+    counts as missing when it is null, "" or []."""
+
+    name: str = _key("must be a non-empty string", required=True, valid=str.strip)
+    runs_on: str | list[str] = _key(
+        "must be a runner label or a list of labels (strings)", required=True, valid=_labels
+    )
+    setup: str = _key("must be the path of a script", required=True)
+    pytest: str = _key("a command is required (a string)", required=True)  # the command: check_pytest
+    timeout_minutes: int = _key(
+        "must be a whole number of minutes, {}..{}".format(*TIMEOUT_RANGE),
+        required=True,
+        valid=lambda value: TIMEOUT_RANGE[0] <= value <= TIMEOUT_RANGE[1],
+    )
+    python: str | None = _key('{value!r} is not a quoted Python version such as "3.11"', valid=PYTHON_RE.match)
+    container: str | None = _key(
+        "must be an image name (omit the key for no container)",
+        valid=lambda value: value.strip() and " " not in value.strip(),
+    )
+    container_options: str | None = _key("must be a string of docker options", valid=str.strip)
+    env: dict[str, Any] | None = _key("must be a mapping of VARIABLE: value")  # its entries: check_manifest
+
+
+KEYS = tuple(field.name.replace("_", "-") for field in dataclasses.fields(Manifest))
+
+
+def _has_type(value: Any, hint: Any) -> bool:
+    """isinstance() for the annotations of Manifest: unions, list[X], dict[K, V], Any."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_has_type(value, arg) for arg in args)
+    if origin is list:
+        return isinstance(value, list) and all(_has_type(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _has_type(k, args[0]) and _has_type(v, args[1]) for k, v in value.items()
+        )
+    if hint is Any:
+        return True
+    # a bool is an int to Python, but `timeout-minutes: true` is no number of minutes
+    return isinstance(value, hint) and not (hint is int and isinstance(value, bool))
+
+
+def check_manifest(data: dict[Any, Any], root: Path) -> tuple[Manifest, list[str]]:
+    """(a Manifest of the keys that are valid, a 'KEY: message' line per problem)."""
+    problems: list[str] = []
+    for key in data:
+        if key not in KEYS:
+            close = difflib.get_close_matches(str(key), KEYS, n=1)
+            problems.append(f"{key}: unknown key" + (f" (did you mean {close[0]}?)" if close else ""))
+    hints = typing.get_type_hints(Manifest)
+    valid: dict[str, Any] = {}
+    for field in dataclasses.fields(Manifest):
+        key = field.name.replace("_", "-")
+        value = data.get(key)
+        if value is None or (field.metadata["required"] and value in ("", [])):
+            if field.metadata["required"]:
+                problems.append(f"{key}: required")
+        elif _has_type(value, hints[field.name]) and field.metadata["valid"](value):
+            valid[field.name] = value
+        else:
+            problems.append(f"{key}: " + field.metadata["message"].format(value=value))
+    manifest = Manifest(**valid)
+
+    # what a value's type cannot tell
+    if manifest.container_options is not None and data.get("container") is None:
+        problems.append("container-options: given without a container")
+    if manifest.setup is not None:
+        path, why = _repo_file(manifest.setup, root)
+        if path is None:
+            problems.append(f"setup: {why}")
+        elif not path.is_file():
+            problems.append(f"setup: {manifest.setup} does not exist")
+    for var, value in (manifest.env or {}).items():
+        if not ENV_NAME_RE.match(var):
+            problems.append(f"env: {var!r} is not a variable name")
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            problems.append(f"env: {var}: the value must be a string (quote it)")
+        elif "\n" in str(value):
+            problems.append(f"env: {var}: the value must be one line")
+    return manifest, problems
 
 
 # --------------------------------------------------------------------------------------
@@ -323,22 +276,18 @@ def parse_yaml(text: str) -> Any:
 class Config:
     name: str  # the file stem: cpu, flagos-host, ...
     path: Path
-    data: dict[str, Any]
+    manifest: Manifest
     argv: list[str]  # the pytest command, split
     flagos: dict[str, str | bool]  # its --flagos-* options
 
     @property
-    def display_name(self) -> str:
-        return str(self.data["name"])
-
-    @property
     def runs_on(self) -> list[str]:
-        labels = self.data["runs-on"]
+        labels = self.manifest.runs_on
         return [labels] if isinstance(labels, str) else list(labels)
 
     @property
     def env(self) -> dict[str, str]:
-        return {k: str(v) for k, v in (self.data.get("env") or {}).items()}
+        return {k: str(v) for k, v in (self.manifest.env or {}).items()}
 
     @property
     def report(self) -> str:
@@ -381,16 +330,16 @@ class Config:
         return out
 
     def matrix_entry(self) -> dict[str, Any]:
-        container = self.data.get("container") or ""
+        m = self.manifest
         return {
             "config": self.name,
-            "name": self.display_name,
+            "name": m.name,
             "runs_on": self.runs_on,
-            "python": self.data.get("python") or "",
-            "container": container,
+            "python": m.python or "",
+            "container": m.container or "",
             # never empty: see DEFAULT_CONTAINER_OPTIONS (unused when there is no container)
-            "container_options": self.data.get("container-options") or DEFAULT_CONTAINER_OPTIONS,
-            "timeout_minutes": self.data["timeout-minutes"],
+            "container_options": m.container_options or DEFAULT_CONTAINER_OPTIONS,
+            "timeout_minutes": m.timeout_minutes,
             "device": self.flagos["--flagos-device"],
             "report": self.report,
             "report_md": self.report_markdown,
@@ -451,7 +400,7 @@ def parse_flagos_options(argv: list[str]) -> tuple[dict[str, str | bool], list[s
     return options, rest, problems
 
 
-def check_pytest(command: Any, name: str, root: Path) -> tuple[list[str], dict[str, Any], list[str]]:
+def check_pytest(command: str, name: str, root: Path) -> tuple[list[str], dict[str, Any], list[str]]:
     """Check the `pytest` value; return (argv, --flagos-* options, problems).
 
     The command must be `pytest -p flagos --flagos-device=DEVICE conformance/
@@ -460,7 +409,7 @@ def check_pytest(command: Any, name: str, root: Path) -> tuple[list[str], dict[s
     the device's (its name is the device type or the config's name). --flagos-strict is
     required: without it a runner that lacks the device skips every test and passes.
     """
-    if not isinstance(command, str) or not command.strip():
+    if not command.strip():
         return [], {}, ["a command is required (a string)"]
     if "\n" in command:
         return [], {}, ["the command must be one line"]
@@ -600,77 +549,15 @@ def load_config(path: Path, root: Path = ROOT) -> tuple[Config | None, list[str]
     if not isinstance(data, dict):
         return None, problems + ["the file must be a mapping of the keys " + ", ".join(KEYS)]
 
-    for key in data:
-        if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
-            problems.append(f"{key}: unknown key" + (f" (did you mean {close[0]}?)" if close else ""))
-    for key in REQUIRED:
-        if data.get(key) in (None, "", []):
-            problems.append(f"{key}: required")
-
-    display = data.get("name")
-    if display is not None and not (isinstance(display, str) and display.strip()):
-        problems.append("name: must be a non-empty string")
-
-    labels = data.get("runs-on")
-    if labels is not None:
-        seq = [labels] if isinstance(labels, str) else labels
-        if not isinstance(seq, list) or not all(isinstance(x, str) and x.strip() for x in seq):
-            problems.append("runs-on: must be a runner label or a list of labels (strings)")
-
-    python = data.get("python")
-    if python is not None and not (isinstance(python, str) and PYTHON_RE.match(python)):
-        problems.append(f'python: {python!r} is not a quoted Python version such as "3.11"')
-
-    container = data.get("container")
-    if container is not None and not (
-        isinstance(container, str) and container.strip() and " " not in container.strip()
-    ):
-        problems.append("container: must be an image name (omit the key for no container)")
-    options = data.get("container-options")
-    if options is not None:
-        if not isinstance(options, str) or not options.strip():
-            problems.append("container-options: must be a string of docker options")
-        elif container is None:
-            problems.append("container-options: given without a container")
-
-    setup = data.get("setup")
-    if setup is not None:
-        if not isinstance(setup, str):
-            problems.append("setup: must be the path of a script")
-        else:
-            spath, why = _repo_file(setup, root)
-            if spath is None:
-                problems.append(f"setup: {why}")
-            elif not spath.is_file():
-                problems.append(f"setup: {setup} does not exist")
-
-    env = data.get("env")
-    if env is not None:
-        if not isinstance(env, dict):
-            problems.append("env: must be a mapping of VARIABLE: value")
-        else:
-            for key, value in env.items():
-                if not ENV_NAME_RE.match(key):
-                    problems.append(f"env: {key!r} is not a variable name")
-                if isinstance(value, bool) or not isinstance(value, (str, int)):
-                    problems.append(f"env: {key}: the value must be a string (quote it)")
-                elif "\n" in str(value):
-                    problems.append(f"env: {key}: the value must be one line")
-
-    timeout = data.get("timeout-minutes")
-    if timeout is not None:
-        lo, hi = TIMEOUT_RANGE
-        if isinstance(timeout, bool) or not isinstance(timeout, int) or not lo <= timeout <= hi:
-            problems.append(f"timeout-minutes: must be a whole number of minutes, {lo}..{hi}")
-
+    manifest, found = check_manifest(data, root)
+    problems += found
     argv, flagos = [], {}
-    if data.get("pytest") not in (None, ""):
-        argv, flagos, pytest_problems = check_pytest(data["pytest"], name, root)
+    if manifest.pytest is not None:
+        argv, flagos, pytest_problems = check_pytest(manifest.pytest, name, root)
         problems += [f"pytest: {p}" for p in pytest_problems]
     if problems:
         return None, problems
-    return Config(name, path, data, argv, flagos), []
+    return Config(name, path, manifest, argv, flagos), []
 
 
 def config_paths(root: Path) -> list[Path]:
@@ -808,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             _die(problems)
         for c in configs:
-            print(f"{c.name}\t{c.display_name}")
+            print(f"{c.name}\t{c.manifest.name}")
         return 0
     if args.command == "matrix":
         configs, problems = load_all(root)
@@ -827,21 +714,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     if args.command == "setup":
-        cmd = ["bash", str(config.data["setup"])]
+        cmd = ["bash", config.manifest.setup]
         _echo(config, cmd)
         return subprocess.run(cmd, cwd=root, env=run_env(config, root)).returncode
     if args.command == "pytest":
-        extra = list(args.args)
-        shard = (1, 1)
-        if extra[:1] == ["--shard"] or (extra and extra[0].startswith("--shard=")):
-            value = extra[0].partition("=")[2] if "=" in extra[0] else (extra[1] if len(extra) > 1 else "")
-            extra = extra[1:] if "=" in extra[0] else extra[2:]
-            try:
-                shard = _shard(value)
-            except argparse.ArgumentTypeError as exc:
-                parser.error(f"--shard: {exc}")
+        # `--shard K/N` is ours; every other argument, unknown to this parser, is pytest's
+        shard_parser = argparse.ArgumentParser(prog=f"{parser.prog} pytest NAME", add_help=False, allow_abbrev=False)
+        shard_parser.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N")
+        known, extra = shard_parser.parse_known_args(args.args)
         extra = extra[1:] if extra[:1] == ["--"] else extra
-        cmd = config.shard_argv(shard) + extra
+        cmd = config.shard_argv(known.shard) + extra
         _echo(config, cmd)
         try:
             return subprocess.run(cmd, cwd=root, env=run_env(config, root)).returncode
