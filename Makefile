@@ -91,7 +91,7 @@ bench: build
 # Kit sensitivity: plant each known device bug (tests/faults/) and show which conformance
 # area catches it; the table of docs/results/sensitivity.md.
 sensitivity: build
-	$(PY) benchmarks/sensitivity.py
+	$(PY) -m benchmarks.sensitivity
 
 clean:
 	rm -rf build torch_fl/_C*.so

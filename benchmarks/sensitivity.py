@@ -1,8 +1,11 @@
 """Kit sensitivity: which known classes of device bug the conformance suite catches.
 
-    python benchmarks/sensitivity.py                        # every fault, then healthy runs
-    python benchmarks/sensitivity.py --fault conv_strides --fault blind_workers
+    python -m benchmarks.sensitivity                        # every fault, then healthy runs
+    python -m benchmarks.sensitivity --fault conv_strides --fault blind_workers
     make sensitivity
+
+Run it as a module from the repository root: the fault catalogue and runner are the package
+``tests.faults`` (the plugins load as ``-p tests.faults.<name>``), imported like any package.
 
 Each fault plugin of tests/faults/ (catalog.py) is planted in a healthy device and the
 conformance modules it names run in a subprocess; a fault is caught when a test of its
@@ -18,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if not __package__:  # run as a file: the repository root is not on sys.path
+    sys.exit("run it from the repository root as a module: python -m benchmarks.sensitivity")
 
 from tests.faults import catalog, runner  # noqa: E402
 

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "conformance"))
-conformance_support = pytest.importorskip("conformance_support")
-sys.path.remove(str(REPO / "conformance"))
+from tests.helpers import REPO, import_conformance
+
+conformance_support = import_conformance("conformance_support")
 
 PATH = re.compile(r"[\w.-]+(?:/[\w.-]*)+|\b[\w-]+\.(?:py|cpp|h|md|toml)\b")
 DOC_SECTION = re.compile(r"(docs/[\w-]+\.md), '([^']+)'")

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from tests.helpers import run_python
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / ".github" / "scripts"
 
@@ -27,15 +29,9 @@ def load_script(name: str) -> ModuleType:
 def run_script(
     name: str, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """Run a script as CI does: `python3 .github/scripts/NAME.py ARGS` (here: this Python)."""
-    return subprocess.run(
-        [sys.executable, str(SCRIPTS / f"{name}.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or REPO,
-        env=env,
-        timeout=60,
-    )
+    """Run a script as CI does: `python3 .github/scripts/NAME.py ARGS` (here: this Python);
+    `env`, when given, is the whole environment."""
+    return run_python(SCRIPTS / f"{name}.py", *args, base_env=env, cwd=cwd or REPO, timeout=60)
 
 
 GOOD_CONFIG = """\

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from ci_helpers import GOOD_CONFIG, REPO, SCRIPTS, run_script
 
+from tests.helpers import run_python
+
 CONFIG = ".github/configs/acc.yml"
 
 
@@ -133,25 +135,27 @@ def _fake_pytest(scratch) -> Path:
     return fake
 
 
-def test_pytest_runs_the_config_command_from_the_root_with_env_and_venv(scratch, tmp_path):
+def _pytest_of_acc(scratch):
+    """Config `acc` and the fake pytest; returns run(*args, cwd=None): `accelerators.py pytest acc ARGS`
+    without VENV and FLAGOS_ACCELERATOR around it."""
     scratch.config("acc", GOOD_CONFIG)
     (scratch.root / "conformance" / "test_x.py").write_text("")
     _fake_pytest(scratch)
     env = {k: v for k, v in os.environ.items() if k not in ("VENV", "FLAGOS_ACCELERATOR")}
-    result = run_script(
-        "accelerators",
-        "--root",
-        str(scratch.root),
-        "pytest",
-        "acc",
-        "-x",
-        "-k",
-        "conv",
-        cwd=tmp_path,
-        env=env,
+    return lambda *args, cwd=None: run_script(
+        "accelerators", "--root", str(scratch.root), "pytest", "acc", *args, cwd=cwd, env=env
     )
+
+
+def _recorded(scratch) -> dict:
+    """What the fake pytest recorded of its last run."""
+    return json.loads((scratch.root / "ran.json").read_text())
+
+
+def test_pytest_runs_the_config_command_from_the_root_with_env_and_venv(scratch, tmp_path):
+    result = _pytest_of_acc(scratch)("-x", "-k", "conv", cwd=tmp_path)
     assert result.returncode == 3, result.stderr  # pytest's exit status comes through
-    ran = json.loads((scratch.root / "ran.json").read_text())
+    ran = _recorded(scratch)
     assert ran == {
         "argv": [
             "-p",
@@ -396,7 +400,7 @@ def test_yaml_flow_mappings_and_comments_are_read(scratch):
 def test_without_pyyaml_one_line_says_what_to_install():
     script = SCRIPTS / "accelerators.py"
     block_yaml = f"import runpy, sys; sys.modules['yaml'] = None; runpy.run_path({str(script)!r}, run_name='__main__')"
-    result = subprocess.run([sys.executable, "-c", block_yaml, "validate"], capture_output=True, text=True, timeout=60)
+    result = run_python(block_yaml, "validate", timeout=60)
     assert (result.returncode, result.stdout, result.stderr) == (
         1,
         "",
@@ -461,8 +465,6 @@ def test_parse_yaml_refuses_in_one_line(accelerators, text, message):
 
 @pytest.mark.parametrize("script", sorted((REPO / ".github/scripts/setup").glob("*.sh")), ids=lambda p: p.name)
 def test_setup_scripts_are_valid_bash(script):
-    import subprocess
-
     result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
@@ -470,7 +472,6 @@ def test_setup_scripts_are_valid_bash(script):
 def test_host_setup_finds_the_makefile_torch_pin():
     """host.sh installs the torch version that the Makefile pins; the sed must find it."""
     import re
-    import subprocess
 
     script = (REPO / ".github/scripts/setup/host.sh").read_text()
     sed = re.search(r"sed -n '([^']+)' Makefile", script).group(1)
@@ -498,16 +499,10 @@ def test_matrix_with_shards_has_one_entry_per_shard_with_its_own_report(scratch)
 
 
 def test_pytest_of_one_shard_splits_the_suite_and_names_the_shard_report(scratch, tmp_path):
-    scratch.config("acc", GOOD_CONFIG)
-    (scratch.root / "conformance" / "test_x.py").write_text("")
-    _fake_pytest(scratch)
-    env = {k: v for k, v in os.environ.items() if k not in ("VENV", "FLAGOS_ACCELERATOR")}
-    result = run_script(
-        "accelerators", "--root", str(scratch.root), "pytest", "acc", "--shard", "2/3", "-x", cwd=tmp_path, env=env
-    )
+    run = _pytest_of_acc(scratch)
+    result = run("--shard", "2/3", "-x", cwd=tmp_path)
     assert result.returncode == 3, result.stderr
-    argv = json.loads((scratch.root / "ran.json").read_text())["argv"]
-    assert argv == [
+    assert _recorded(scratch)["argv"] == [
         "-p",
         "flagos",
         "--flagos-device=cpu",
@@ -522,8 +517,8 @@ def test_pytest_of_one_shard_splits_the_suite_and_names_the_shard_report(scratch
         "-x",
     ]
     # 1/1 is the plain command
-    run_script("accelerators", "--root", str(scratch.root), "pytest", "acc", "--shard", "1/1", cwd=tmp_path, env=env)
-    assert json.loads((scratch.root / "ran.json").read_text())["argv"][5] == "--flagos-report=reports/acc.json"
+    run("--shard", "1/1", cwd=tmp_path)
+    assert _recorded(scratch)["argv"][5] == "--flagos-report=reports/acc.json"
     for bad in ("0/3", "4/3", "x"):
-        result = run_script("accelerators", "--root", str(scratch.root), "pytest", "acc", "--shard", bad, env=env)
+        result = run("--shard", bad)
         assert result.returncode == 2 and "--shard: give K/N" in result.stderr, result.stderr

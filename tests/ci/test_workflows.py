@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from ci_helpers import REPO
 
+from tests.helpers import run_python
+
 yaml = pytest.importorskip("yaml")  # comes with mkdocs (make docs)
 
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -132,8 +134,6 @@ def test_conformance_workflow_is_reusable_and_discovers_its_matrix():
 
 def test_ci_runs_lint_tests_docs_and_the_hosted_accelerators():
     import json
-    import subprocess
-    import sys
 
     data = load("ci.yml")
     all_runs = [line for _, line in run_lines(data)]
@@ -143,11 +143,7 @@ def test_ci_runs_lint_tests_docs_and_the_hosted_accelerators():
     conformance = data["jobs"]["conformance"]
     assert conformance["uses"] == "./.github/workflows/conformance.yml"
     names = conformance["with"]["accelerator"]
-    result = subprocess.run(
-        [sys.executable, str(REPO / ".github/scripts/accelerators.py"), "matrix", names],
-        capture_output=True,
-        text=True,
-    )
+    result = run_python(REPO / ".github/scripts/accelerators.py", "matrix", names)
     assert result.returncode == 0, result.stderr
     include = json.loads(result.stdout)["include"]
     assert {e["device"] for e in include} == {"cpu", "flagos"}

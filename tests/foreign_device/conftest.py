@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.foreign_device import build
+from tests.helpers import run_python
 
 REPO = build.REPO
 
@@ -56,11 +55,5 @@ def fdev_site(tmp_path_factory: pytest.TempPathFactory, fdev_path: Path) -> Path
 
 
 def run(code: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=timeout,
-    )
+    """`code` in a fresh interpreter in the repository root, with `env` as its whole environment."""
+    return run_python(code, base_env=env, cwd=REPO, timeout=timeout)

@@ -9,23 +9,16 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from pytest_flagos.options import OPTIONS
+from tests import helpers
+
 REPO = Path(__file__).resolve().parents[2]
-FLAGOS_ENV = (
-    "FLAGOS_DEVICE",
-    "FLAGOS_DEVICE_MODULE",
-    "FLAGOS_EXPECTATIONS",
-    "FLAGOS_REPORT",
-    "FLAGOS_REPRO_DIR",
-    "FLAGOS_STRICT",
-    "FLAGOS_COMPILE_THREADS",
-    "FLAGOS_WORKER_START",
-    "FLAGOS_AUTOLOAD",
-)
+# the plugin's settings (from its one table of options) and what a flagos parent passes its children
+FLAGOS_ENV = tuple(opt.env for opt in OPTIONS) + ("FLAGOS_AUTOLOAD",)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -70,13 +63,6 @@ def run_python(pytester: pytest.Pytester, flagos_env: None):
     """Run a Python script in a subprocess (repro scripts)."""
 
     def run(script: Path, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, str(script)],
-            capture_output=True,
-            text=True,
-            cwd=script.parent,
-            env={**os.environ, **(env or {})},
-            timeout=timeout,
-        )
+        return helpers.run_python(script, env=env, cwd=script.parent, timeout=timeout)
 
     return run

@@ -15,6 +15,8 @@ import pytest
 
 from plugin_helpers import load_report, usage_error_line
 
+from pytest_flagos.options import OPTIONS
+
 PASSING = "def test_ok():\n    pass\n"
 
 
@@ -164,7 +166,7 @@ def test_empty_device_is_a_usage_error(run_pytest, pytester, value):
     assert "--flagos-device" in line and "empty" in line
 
 
-@pytest.mark.parametrize("option", ["--flagos-report", "--flagos-repro-dir", "--flagos-expectations"])
+@pytest.mark.parametrize("option", [opt.flag for opt in OPTIONS if opt.kind == "path"])
 def test_empty_path_is_a_usage_error(run_pytest, pytester, option):
     pytester.makepyfile(PASSING)
     line = usage_error_line(run_pytest("--flagos-device=cpu", f"{option}="))

@@ -8,6 +8,8 @@ import pytest
 
 from plugin_helpers import usage_error_line
 
+from pytest_flagos.options import OPTIONS
+
 SETTINGS_PROBE = """
 import json
 from pytest_flagos import session
@@ -65,18 +67,11 @@ def test_no_flagos_blocks_the_plugin(pytester, flagos_env):
 def test_help_lists_options_with_env_and_ini(run_pytest):
     result = run_pytest("--help")
     out = result.stdout.str()
-    for flag, env, ini in [
-        ("--flagos-device=DEVICE", "FLAGOS_DEVICE", "flagos_device"),
-        ("--flagos-device-module=MODULE", "FLAGOS_DEVICE_MODULE", "flagos_device_module"),
-        ("--flagos-expectations=FILE", "FLAGOS_EXPECTATIONS", "flagos_expectations"),
-        ("--flagos-report=PATH", "FLAGOS_REPORT", "flagos_report"),
-        ("--flagos-repro-dir=DIR", "FLAGOS_REPRO_DIR", "flagos_repro_dir"),
-        ("--flagos-strict", "FLAGOS_STRICT", "flagos_strict"),
-        ("--flagos-compile-threads=N", "FLAGOS_COMPILE_THREADS", "flagos_compile_threads"),
-        ("--flagos-worker-start=METHOD", "FLAGOS_WORKER_START", "flagos_worker_start"),
-    ]:
+    assert OPTIONS, "pytest_flagos.options.OPTIONS lists the plugin's options"
+    for opt in OPTIONS:  # the one table of options: each with its metavar, environment variable and ini key
+        flag = f"{opt.flag}={opt.metavar}" if opt.metavar else opt.flag
         assert flag in out, flag
-        assert f"env {env}, ini {ini}" in " ".join(out.split()), env
+        assert f"env {opt.env}, ini {opt.dest}" in " ".join(out.split()), opt.env
     assert "flagos: compile conformance for inductor devices" in out
 
 

@@ -13,6 +13,7 @@ import torch
 
 from pytest_flagos import check, opinfo
 from pytest_flagos.oracle import NotCompiledError
+from tests.helpers import import_conformance
 
 REPO = Path(__file__).resolve().parents[2]
 F32, F64, F16, BF16 = torch.float32, torch.float64, torch.float16, torch.bfloat16
@@ -263,11 +264,8 @@ def test_an_error_dynamo_wraps_from_none_is_named_by_its_own_first_line():
 
 
 @pytest.fixture
-def ops_support(monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO / "conformance"))
-    import ops_support as module
-
-    return module
+def ops_support():
+    return import_conformance("ops_support")
 
 
 def test_tier_variables(ops_support):

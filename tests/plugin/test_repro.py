@@ -11,6 +11,8 @@ import pytest
 # torch cannot be imported a second time in one process
 torch = pytest.importorskip("torch")
 
+from tests import helpers  # noqa: E402
+
 PLANTED_MODULE_BUG = """
 import torch
 
@@ -273,19 +275,9 @@ finally:
 
 
 def _run_showing_torch_fl(pytester, script: Path, env: dict | None = None):
-    import subprocess
-    import sys
-
     wrapper = pytester.path / "show_torch_fl.py"
     wrapper.write_text(SHOW_TORCH_FL)
-    return subprocess.run(
-        [sys.executable, str(wrapper), str(script)],
-        capture_output=True,
-        text=True,
-        cwd=script.parent,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-    )
+    return helpers.run_python(wrapper, str(script), env=env, cwd=script.parent)
 
 
 PLANTED_EAGER_BUG = """

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.conftest import run_python
+from tests.helpers import run_python
 from tests.requirements import cuda_accelerator, two_devices
 
 

@@ -6,8 +6,6 @@ compile in the process. The flagos launcher scopes its adaptation to the
 launch and to the launching thread.
 """
 
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -21,6 +19,7 @@ from triton.runtime.jit import JITFunction
 from torch._inductor.runtime import triton_helpers
 
 from flagos_triton import lang_adapter, launcher
+from tests.helpers import run_python
 
 
 @triton.jit
@@ -155,5 +154,5 @@ def test_import_order(tmp_path):
             "b = triton.backends.backends.get('flagos')\n"
             "assert b is None or b.driver.__name__ == 'FlagosDriver', b\n"
         )
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        proc = run_python(code)
         assert proc.returncode == 0, f"import {first} first:\n{proc.stderr}"

@@ -8,13 +8,13 @@ launcher with ``make_launcher`` and runs it: the binary alone must carry the
 kernel, its ``@triton.jit`` helpers and their globals.
 """
 
-import os
 import pickle
-import subprocess
 import sys
 
 import pytest
 import torch
+
+from tests.helpers import run_python
 
 KERNEL_MODULE = """
 import triton
@@ -81,13 +81,8 @@ def _run_worker(tmp_path):
     (tmp_path / "flagos_worker_kernels.py").write_text(KERNEL_MODULE)
     (tmp_path / "worker.py").write_text(WORKER)
     out = tmp_path / "result.pkl"
-    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "worker-cache"))
-    proc = subprocess.run(
-        [sys.executable, str(tmp_path / "worker.py"), str(tmp_path), str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+    proc = run_python(
+        tmp_path / "worker.py", str(tmp_path), str(out), env={"TRITON_CACHE_DIR": str(tmp_path / "worker-cache")}
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out.read_bytes()
