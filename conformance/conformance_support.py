@@ -147,9 +147,9 @@ def generated_sources(inductor_dir: Path) -> list[tuple[Path, str]]:
 
 
 def inductor_counters() -> Any:
-    from torch._dynamo.utils import counters
+    from pytest_flagos._torch_compat import dynamo_counters
 
-    return counters
+    return dynamo_counters()
 
 
 def benchmark_calls() -> int:

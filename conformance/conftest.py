@@ -29,9 +29,9 @@ def device_interface(flagos_device: Any) -> Any:
     """The inductor DeviceInterface registered for the device type (skips, naming the
     capability, where the device has none)."""
     require("device_interface")
-    from torch._dynamo.device_interface import get_interface_for_device
+    from pytest_flagos._torch_compat import get_device_interface
 
-    return get_interface_for_device(flagos_device.type)
+    return get_device_interface(flagos_device.type)
 
 
 @pytest.fixture(scope="session")

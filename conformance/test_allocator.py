@@ -14,7 +14,7 @@ import pytest
 import torch
 from conformance_support import assert_close, bullet, device_index, fail, run_python, tail
 
-from pytest_flagos import device_api
+from pytest_flagos import _torch_compat, device_api
 
 pytestmark = [pytest.mark.flagos_area("allocator"), pytest.mark.requires("memory_stats")]
 
@@ -200,11 +200,11 @@ def test_no_growth_across_repeated_compiles(flagos_device, memory, fresh_inducto
     w = torch.randn(32, 128, device=flagos_device)
     levels = []
     for _ in range(4):
-        torch._dynamo.reset()
+        _torch_compat.reset_dynamo(clear_counters=False)
         out = torch.compile(f, backend="inductor", fullgraph=True)(x, w)
         assert_close(out, f(x.cpu(), w.cpu()), "compiled result differs from eager on the host")
         del out
-        torch._dynamo.reset()
+        _torch_compat.reset_dynamo(clear_counters=False)
         levels.append(_allocated(memory, index))
     if len(set(levels[1:])) != 1 or levels[-1] > levels[0]:
         fail(

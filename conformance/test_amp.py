@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conformance_support import assert_close, bullet, fail
-from pytest_flagos import device_api
+from pytest_flagos import _torch_compat, device_api
 
 pytestmark = [pytest.mark.flagos_area("amp"), pytest.mark.requires("autocast")]
 
@@ -22,7 +22,7 @@ WHERE = (
 def _low_precision_dtypes(device: torch.device) -> list[torch.dtype]:
     """The dtypes autocast accepts on the device (the capability "autocast" is checked first)."""
     module = device_api.device_module(device.type)
-    if device.type == torch._C._get_privateuse1_backend_name():
+    if device.type == _torch_compat.privateuse1_backend_name():
         return list(module.get_amp_supported_dtype())
     dtypes = [torch.float16]
     if device.type == "cpu" or getattr(module, "is_bf16_supported", lambda: False)():

@@ -143,8 +143,9 @@ def test_the_autotuners_event_and_benchmark_call(flagos_device, device_interface
     """What triton_heuristics.CachingAutotuner.bench calls: benchmarker.benchmark(fn,
     device=<type>) -> benchmark_gpu -> get_event_pairs -> DeviceInterface.Event(
     enable_timing=True)."""
-    from torch._inductor.runtime.benchmarking import benchmarker
+    from pytest_flagos._torch_compat import inductor_benchmarker
 
+    benchmarker = inductor_benchmarker()
     x = torch.randn(512, 512, device=flagos_device)
     error = None
     try:

@@ -12,9 +12,8 @@ import re
 import pytest
 import torch
 from conformance_support import assert_close, bullet, fail, generated_sources, inductor_counters
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from pytest_flagos import session
+from pytest_flagos import _torch_compat, session
 from pytest_flagos.requirements import device_compile_backends, missing_reason, require
 
 pytestmark = pytest.mark.flagos_area("compile")
@@ -28,10 +27,8 @@ def _pointwise_and_reduction(x):
 
 @pytest.mark.requires("inductor")
 def test_device_gets_the_codegen_its_manifest_names(flagos_device, flagos_capabilities, fresh_inductor_cache):
-    from torch._inductor.utils import is_gpu
-
     codegen = flagos_capabilities.codegen
-    if is_gpu(flagos_device.type) and flagos_device.type != "mps" and codegen == "cpp":
+    if _torch_compat.is_inductor_gpu(flagos_device.type) and flagos_device.type != "mps" and codegen == "cpp":
         fail(f"{flagos_device.type!r} is an inductor GPU type but its manifest names the C++ codegen", "codegen")
     x = torch.randn(16, 64, device=flagos_device)
     out = torch.compile(_pointwise_and_reduction, backend="inductor", fullgraph=True)(x)
@@ -99,7 +96,7 @@ def _sin_cos(x):
 _GRAPH_OPS = ("aten.sin.", "aten.cos.", "aten.mul.", "aten.add.")
 
 
-class _RecordOps(TorchDispatchMode):
+class _RecordOps(_torch_compat.torch_dispatch_mode_class()):
     """Records every aten op dispatched while active."""
 
     def __init__(self):
@@ -125,8 +122,7 @@ def test_compile_backends_really_compile(flagos_device, fresh_inductor_cache):
     """A backend that hands the FX graph back (``return gm.forward``) "compiles" every model:
     dynamo counts a graph and no fallback, and results match eager. The code a backend
     returns must not dispatch the graph's aten ops one by one."""
-    from torch._dynamo.backends.registry import lookup_backend
-
+    lookup_backend = _torch_compat.lookup_dynamo_backend
     x = torch.randn(256, device=flagos_device)
     problems = []
     for name in _device_backends():
@@ -137,7 +133,7 @@ def test_compile_backends_really_compile(flagos_device, fresh_inductor_cache):
             compiled_graphs.append(compiled)
             return compiled
 
-        torch._dynamo.reset()
+        _torch_compat.reset_dynamo(clear_counters=False)
         out = torch.compile(_sin_cos, backend=spy, fullgraph=True)(x)
         assert_close(out, _sin_cos(x.cpu()), f"backend={name!r}: compiled sin(x) * 3 + cos(x) differs from eager")
         if len(compiled_graphs) != 1:

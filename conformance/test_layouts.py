@@ -33,7 +33,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conformance_support import bullet, fail
-from torch._subclasses.fake_utils import CrossRefFakeMode
+
+from pytest_flagos import _torch_compat
 
 pytestmark = pytest.mark.flagos_area("layouts")
 
@@ -77,7 +78,7 @@ def test_channels_last_input_conv_compiles_and_matches_eager(fresh_inductor_cach
 # ---- fake vs real strides ------------------------------------------------------------------
 
 
-class _RecordingCrossRef(CrossRefFakeMode):
+class _RecordingCrossRef(_torch_compat.cross_ref_fake_mode_class()):
     """CrossRefFakeMode that records which ops it actually compared (it skips ops without a
     meta kernel, and some tags), so a case that compared nothing is reported too."""
 
@@ -86,10 +87,8 @@ class _RecordingCrossRef(CrossRefFakeMode):
         self.checked = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        from torch._subclasses.fake_impls import has_meta
-
         if (
-            has_meta(func)
+            _torch_compat.has_meta(func)
             and torch.Tag.dynamic_output_shape not in func.tags
             and torch.Tag.inplace_view not in func.tags
             and torch.Tag.data_dependent_output not in func.tags

@@ -124,8 +124,10 @@ def test_start_method(method, request, flagos_device, flagos_capabilities, fresh
             f"flagos: requires the {method!r} worker start method: the capability manifest does not claim it "
             f"(worker_start_methods: {', '.join(flagos_capabilities.worker_start_methods)})"
         )
-    from torch._inductor import async_compile
-    from torch._inductor import config as inductor_config
+    from pytest_flagos import _torch_compat
+
+    async_compile = _torch_compat.async_compile()
+    inductor_config = _torch_compat.inductor_config()
 
     run_method = inductor_config.worker_start_method
     try:

@@ -90,7 +90,7 @@ def _names(tree):
 
 class _Collector:
     def __init__(self):
-        from triton.runtime.jit import JITFunction
+        from ._triton_adapter import JITFunction
 
         self.JITFunction = JITFunction
         self.functions = []
@@ -404,7 +404,8 @@ def install_cache_check() -> None:
     still a CorruptBinary error that names the fix, never a bare JSONDecodeError."""
     try:
         from triton import knobs
-        from triton.runtime.cache import FileCacheManager
+
+        from ._triton_adapter import FileCacheManager
     except ImportError:  # a Triton without knobs: nothing to hook
         return
     try:

@@ -19,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 import triton.language as tl
-from triton._C.libtriton import interpreter as _interpreter
-from triton._C.libtriton import ir as _ir
-from triton.runtime.interpreter import InterpreterBuilder, InterpreterOptions, TensorHandle, _get_np_dtype
+
+from ._triton_adapter import InterpreterBuilder, InterpreterOptions, TensorHandle
+from ._triton_adapter import get_np_dtype as _get_np_dtype
+from ._triton_adapter import interpreter_bindings as _interpreter
+from ._triton_adapter import ir as _ir
 
 from . import libdevice_impl, memory
 
@@ -345,7 +347,7 @@ class HostBuilder(InterpreterBuilder):
         return self.binary_op(lhs, rhs, np.fmax)
 
     def create_ashr(self, lhs, rhs):
-        from triton.runtime.interpreter import _get_signed_np_dtype
+        from ._triton_adapter import get_signed_np_dtype as _get_signed_np_dtype
 
         lhs_d = lhs.data.astype(_get_signed_np_dtype(lhs.data.dtype), copy=False)
         rhs_d = rhs.data.astype(_get_signed_np_dtype(rhs.data.dtype), copy=False)
@@ -393,7 +395,7 @@ def f32_to_bf16(values):
 
 def _to_compute(data, dtype):
     """Values of a dot operand as numpy numbers (bf16 and fp8 are stored as bits)."""
-    from triton.runtime.interpreter import _convert_float
+    from ._triton_adapter import convert_float as _convert_float
 
     if dtype == tl.bfloat16 and data.dtype == np.uint16:
         return bf16_to_f32(data)

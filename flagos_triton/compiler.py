@@ -23,7 +23,8 @@ from types import ModuleType
 from typing import Any, Dict, Optional, Tuple
 
 from triton.backends.compiler import BaseBackend, GPUTarget, Language
-from triton._C.libtriton import ir, passes
+
+from ._triton_adapter import ir, passes
 
 BACKEND_NAME = "flagos"
 BINARY_EXT = "flagosbin"
@@ -102,7 +103,9 @@ def _find_compile_source():
     kernel's Python source; ``compile(src, ...)`` is our caller's caller when
     ``add_stages`` runs, on Triton 3.6 and 3.7 alike.
     """
-    from triton.compiler import compiler as compiler_mod
+    from ._triton_adapter import compiler_module
+
+    compiler_mod = compiler_module()
 
     code = compiler_mod.compile.__code__
     frame = sys._getframe(1)

@@ -187,7 +187,9 @@ class FlagosDriver(DriverBase):
     def get_active_torch_device(self):
         import torch
 
-        name = getattr(torch._C, "_get_privateuse1_backend_name", lambda: None)()
+        from ._triton_adapter import privateuse1_backend_name
+
+        name = privateuse1_backend_name()
         if name != BACKEND_NAME:
             raise RuntimeError("the flagos device is not registered in this process (import torch_fl first)")
         return torch.device(BACKEND_NAME, self.get_current_device())

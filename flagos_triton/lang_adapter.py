@@ -34,7 +34,8 @@ import numpy as np
 import triton.language as tl
 from triton.language import core as tl_core
 from triton.language import math as tl_math
-from triton.runtime.jit import JITFunction
+
+from ._triton_adapter import JITFunction
 
 from . import reduce_scan
 from .launch_state import current_semantic, this_thread

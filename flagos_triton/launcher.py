@@ -27,8 +27,9 @@ import os
 import numpy as np
 
 import triton.language as tl
-from triton.language.semantic import TritonSemantic
-from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+
+from ._triton_adapter import TensorHandle, TritonSemantic
+from ._triton_adapter import get_np_dtype as _get_np_dtype
 
 from . import binary
 from .builder import HostBuilder, NonUniformControlFlow
@@ -48,7 +49,7 @@ class LaunchError(RuntimeError):
 
 
 def _float_to_bf16_bits(value: float) -> np.ndarray:
-    from triton.runtime.interpreter import _convert_float
+    from ._triton_adapter import convert_float as _convert_float
 
     f32 = np.array([value], dtype=np.float32)
     return _convert_float(f32, tl.float32, tl.bfloat16, None).view(np.uint16)

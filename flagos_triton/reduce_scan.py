@@ -15,7 +15,9 @@ import numpy as np
 
 import triton.language as tl
 from triton.language import standard as _std
-from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+
+from ._triton_adapter import TensorHandle
+from ._triton_adapter import get_np_dtype as _get_np_dtype
 
 from . import translate
 

@@ -22,7 +22,8 @@ import builtins
 import threading
 
 import triton.language as tl
-from triton.runtime.jit import JITFunction
+
+from ._triton_adapter import JITFunction
 
 from .launch_state import current_semantic
 

@@ -1,7 +1,14 @@
-"""The one place the plugin touches torch internals.
+"""The one place the plugin and the conformance suite touch torch internals.
 
 Every name is looked up with getattr so the plugin works on torch 2.11 through
-2.13; each function names the upstream code it relies on.
+2.13; each function names the upstream code it relies on. pytest_flagos and
+conformance/ import ``torch._dynamo``, ``torch._inductor``, ``torch._C``,
+``torch._subclasses``, ``torch.testing._internal`` and torch.utils' private
+modules only here (ruff's TID251 fails any other file of theirs that does).
+Everything is imported inside the function that needs it: loading the plugin
+must not import inductor. The entries added with the lint rule (from
+``privateuse1_backend_name`` on, and ``reset_dynamo``'s keyword) were checked
+against the installed torch 2.13.
 """
 
 from __future__ import annotations
@@ -18,12 +25,14 @@ def dynamo_counters() -> Any:
     return counters
 
 
-def reset_dynamo() -> None:
-    """torch._dynamo.reset() and clear counters: no cached graphs, no stale statistics."""
+def reset_dynamo(*, clear_counters: bool = True) -> None:
+    """torch._dynamo.reset() and clear counters: no cached graphs, no stale statistics.
+    ``clear_counters=False``: torch._dynamo.reset() alone (the counters keep counting)."""
     import torch._dynamo
 
     torch._dynamo.reset()
-    dynamo_counters().clear()
+    if clear_counters:
+        dynamo_counters().clear()
 
 
 def fresh_cache(dir: str) -> Any:
@@ -185,3 +194,127 @@ def config_codegen() -> list[str]:
             continue
         lines.extend(line for line in text.splitlines() if line.strip())
     return lines
+
+
+# --- torch._C -----------------------------------------------------------------------------------
+
+
+def privateuse1_backend_name() -> str:
+    """torch._C._get_privateuse1_backend_name() (c10/core/DeviceType.cpp): PrivateUse1's
+    current name, "privateuseone" until torch.utils.rename_privateuse1_backend()."""
+    import torch
+
+    return torch._C._get_privateuse1_backend_name()
+
+
+# --- dynamo -------------------------------------------------------------------------------------
+
+
+def get_device_interface(device_type: str) -> Any:
+    """torch._dynamo.device_interface.get_interface_for_device(device_type): the DeviceInterface
+    registered for the device type (raises where there is none). torch._dynamo is imported
+    first: devices may register their interface on that import (torch_fl does)."""
+    import torch._dynamo  # noqa: F401
+
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    return get_interface_for_device(device_type)
+
+
+def list_dynamo_backends() -> list[str]:
+    """torch._dynamo.list_backends(exclude_tags=()) (backends/registry.py): every registered
+    torch.compile backend name, the debug and experimental ones included."""
+    from torch._dynamo import list_backends
+
+    return list(list_backends(exclude_tags=()))
+
+
+def lookup_dynamo_backend(name: str) -> Any:
+    """torch._dynamo.backends.registry.lookup_backend(name): the compiler function a
+    torch.compile backend name stands for (entry points loaded on demand)."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return lookup_backend(name)
+
+
+def mark_dynamic(tensor: Any, dim: int) -> None:
+    """torch._dynamo.mark_dynamic(tensor, dim) (torch/_dynamo/decorators.py): compile that
+    dimension of the input as a symbolic size from the first graph on."""
+    import torch._dynamo
+
+    torch._dynamo.mark_dynamic(tensor, dim)
+
+
+# --- inductor -----------------------------------------------------------------------------------
+
+
+def is_inductor_gpu(device_type: str) -> bool:
+    """torch._inductor.utils.is_gpu(device_type): whether inductor treats the device type as a
+    GPU (utils.GPU_TYPES: Triton kernels, autotuning)."""
+    from torch._inductor.utils import is_gpu
+
+    return bool(is_gpu(device_type))
+
+
+def scheduling_for_device(device_type: str) -> Any:
+    """torch._inductor.codegen.common.get_scheduling_for_device(device_type) after
+    init_backend_registration() (which registers the built-in devices): the scheduling class
+    the device registered, or None."""
+    from torch._inductor.codegen import common
+
+    common.init_backend_registration()
+    return common.get_scheduling_for_device(device_type)
+
+
+def inductor_benchmarker() -> Any:
+    """torch._inductor.runtime.benchmarking.benchmarker: the shared Benchmarker singleton that
+    triton_heuristics' autotuner (and select_algorithm) time kernels with."""
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    return benchmarker
+
+
+# --- fake tensors, dispatch modes, pytrees ------------------------------------------------------
+
+
+def cross_ref_fake_mode_class() -> type:
+    """torch._subclasses.fake_utils.CrossRefFakeMode: a dispatch mode that runs every op on
+    fake tensors too and fails where the fake (meta) result's sizes, strides or dtype differ."""
+    from torch._subclasses.fake_utils import CrossRefFakeMode
+
+    return CrossRefFakeMode
+
+
+def has_meta(func: Any) -> bool:
+    """torch._subclasses.fake_impls.has_meta(op): whether the op has a meta kernel (the ops
+    CrossRefFakeMode compares)."""
+    from torch._subclasses.fake_impls import has_meta as check
+
+    return bool(check(func))
+
+
+def torch_dispatch_mode_class() -> type:
+    """torch.utils._python_dispatch.TorchDispatchMode: the base class of a mode whose
+    __torch_dispatch__ sees every aten op called under it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+def pytree() -> Any:
+    """torch.utils._pytree: tree_leaves, tree_map, tree_flatten and tree_unflatten over the
+    containers torch knows (lists, tuples, dicts, namedtuples, torch.return_types)."""
+    from torch.utils import _pytree
+
+    return _pytree
+
+
+# --- the OpInfo database ------------------------------------------------------------------------
+
+
+def opinfo_op_db() -> list[Any]:
+    """torch.testing._internal.common_methods_invocations.op_db: PyTorch's OpInfo entries.
+    Importing it has side effects (torch.backends' flags frozen): see opinfo.load_op_db."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    return op_db

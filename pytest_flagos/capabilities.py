@@ -55,8 +55,9 @@ def _dtype_name(dtype: Any) -> str:
 
 
 def _default_codegen(device_type: str) -> str:
-    from torch._inductor import config
+    from . import _torch_compat as compat
 
+    config = compat.inductor_config()
     if device_type == "cpu":
         return str(getattr(config, "cpu_backend", "cpp"))
     if device_type == "cuda":
@@ -66,10 +67,7 @@ def _default_codegen(device_type: str) -> str:
     if device_type == "mps":
         return "metal"
     # a PrivateUse1 device: ask inductor which scheduling the device registered
-    from torch._inductor.codegen import common
-
-    common.init_backend_registration()
-    scheduling = common.get_scheduling_for_device(device_type)
+    scheduling = compat.scheduling_for_device(device_type)
     if scheduling is None:
         return "none"
     name = getattr(scheduling, "__name__", "").lower()

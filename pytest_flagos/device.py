@@ -183,9 +183,9 @@ def import_device_module(module_name: str | None) -> None:
 
 
 def _privateuse1_name() -> str | None:
-    import torch
+    from ._torch_compat import privateuse1_backend_name
 
-    name = torch._C._get_privateuse1_backend_name()
+    name = privateuse1_backend_name()
     return None if name == "privateuseone" else name
 
 

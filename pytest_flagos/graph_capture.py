@@ -78,7 +78,7 @@ def capture(
             args = [check.clone_input(x, device) for x in inputs]
             if n == 0:
                 for index, dim in mark_dynamic:
-                    torch._dynamo.mark_dynamic(args[index], dim)
+                    _torch_compat.mark_dynamic(args[index], dim)
             compiled(*args)
     except Exception as exc:
         raise CaptureFailed(f"dynamo could not trace it again ({type(exc).__name__}: {exc})") from None

@@ -12,9 +12,10 @@ at fault when something is wrong:
 - ``sample-error``: the op's sample inputs cannot be built on the device;
 - ``timeout``: no result within the per-test limit (set by the test runner).
 
-This module is the one place that touches ``torch.testing._internal`` (the OpInfo database
-is not a public API): every name is looked up where it is used and the upstream module is
-named in the function's docstring. Works on torch 2.11 through 2.13.
+This module is the one user of ``torch.testing._internal`` (the OpInfo database is not a
+public API), imported through ``_torch_compat`` like every torch internal: every name is
+looked up where it is used and the upstream module is named in the function's docstring.
+Works on torch 2.11 through 2.13.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from typing import Any, Callable, Iterable, Sequence
+
+from . import _torch_compat
 
 PROP_VERDICT = "flagos_verdict"  # user property of the test report: one of VERDICTS
 PROP_OP = "flagos_op"  # user property: "<op name>" (with its variant), the grouping key
@@ -70,7 +73,9 @@ def load_op_db() -> list[Any]:
     import torch.backends
 
     was_frozen = torch.backends.flags_frozen()
-    from torch.testing._internal.common_methods_invocations import op_db
+    from ._torch_compat import opinfo_op_db
+
+    op_db = opinfo_op_db()
 
     if not was_frozen and torch.backends.flags_frozen():
         torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
@@ -193,7 +198,8 @@ def cases(ops: Iterable[Any], device_type: str, claimed: Sequence[str], tier: Ti
 
 def _tensors_in(value: Any) -> list[Any]:
     import torch
-    from torch.utils import _pytree as pytree
+
+    pytree = _torch_compat.pytree()
 
     return [leaf for leaf in pytree.tree_leaves(value) if torch.is_tensor(leaf)]
 
@@ -225,7 +231,8 @@ def select_samples(op: Any, device: Any, dtype: Any, requires_grad: bool, limit:
 def describe_sample(sample: Any) -> str:
     """A short description: shapes and dtypes of its tensors, other arguments by repr."""
     import torch
-    from torch.utils import _pytree as pytree
+
+    pytree = _torch_compat.pytree()
 
     def one(value: Any) -> str:
         if torch.is_tensor(value):
@@ -257,7 +264,8 @@ class FlatSample:
 
 def flatten(op: Any, sample: Any, device: Any) -> FlatSample:
     import torch
-    from torch.utils import _pytree as pytree
+
+    pytree = _torch_compat.pytree()
 
     leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), dict(sample.kwargs)))
     positions = [i for i, leaf in enumerate(leaves) if torch.is_tensor(leaf)]
@@ -296,7 +304,8 @@ def _names_device(value: Any, device: Any) -> bool:
 def _real_view(value: Any) -> Any:
     """Complex results as real views (torch.view_as_real): the comparisons work on reals."""
     import torch
-    from torch.utils import _pytree as pytree
+
+    pytree = _torch_compat.pytree()
 
     def real(t: Any) -> Any:
         if not torch.is_tensor(t) or not t.is_complex():
@@ -326,7 +335,8 @@ def _backward(outputs: Any, seed: int) -> None:
     """Backpropagate seeded output gradients (float64 draws cast to each output's dtype:
     the same values on every device and in every dtype)."""
     import torch
-    from torch.utils import _pytree as pytree
+
+    pytree = _torch_compat.pytree()
 
     tensors = [t for t in pytree.tree_leaves(outputs) if torch.is_tensor(t) and t.requires_grad]
     if not tensors:
@@ -358,7 +368,8 @@ def _first_line(exc: BaseException) -> str:
 def _is_random(call: Callable[..., Any], tensors: Sequence[Any], dtype: Any) -> bool:
     """Whether the op draws random numbers: two CPU runs with different seeds differ."""
     import torch
-    from torch.utils import _pytree as pytree
+
+    pytree = _torch_compat.pytree()
 
     runs = []
     for seed in (0, 1):
@@ -417,7 +428,8 @@ def check_eager(sample: FlatSample, device: Any, dtype: Any, *, grads: bool, nam
     when the CPU cannot run the sample either. On the cpu device itself only the second.
     """
     import torch
-    from torch.utils import _pytree as pytree
+
+    pytree = _torch_compat.pytree()
 
     from . import check
 

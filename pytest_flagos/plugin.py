@@ -100,7 +100,9 @@ def _check_output_paths(config: pytest.Config, settings: options.Settings) -> No
 def _apply_worker_settings(settings: options.Settings) -> None:
     if settings.compile_threads is None and settings.worker_start is None:
         return
-    from torch._inductor import config as inductor_config
+    from ._torch_compat import inductor_config
+
+    inductor_config = inductor_config()
 
     if settings.compile_threads is not None:
         inductor_config.compile_threads = settings.compile_threads

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import pytest
 
+from . import _torch_compat as compat
 from . import device_api
 from . import session as state
 
@@ -53,11 +54,8 @@ def _no_triton(current: Any) -> str | None:
 
 
 def _no_device_interface(current: Any) -> str | None:
-    import torch._dynamo  # noqa: F401  (devices may register their interface on this import)
-    from torch._dynamo.device_interface import get_interface_for_device
-
     try:
-        get_interface_for_device(current.device.type)
+        compat.get_device_interface(current.device.type)
     except Exception as exc:
         return f"get_interface_for_device({current.device.type!r}) raised {type(exc).__name__}: {exc}"
     return None
@@ -142,7 +140,7 @@ def _no_autocast(current: Any) -> str | None:
     device_type = current.device.type
     if not torch.amp.is_autocast_available(device_type):
         return f"torch.amp.is_autocast_available({device_type!r}) is False"
-    if device_type == torch._C._get_privateuse1_backend_name():
+    if device_type == compat.privateuse1_backend_name():
         if not hasattr(device_api.device_module(device_type), "get_amp_supported_dtype"):
             return f"torch.{device_type}.get_amp_supported_dtype() is missing (torch.autocast requires it of a PrivateUse1 device)"
     return None
@@ -163,11 +161,10 @@ PROFILER_ACTIVITY_OF = {"cuda": "CUDA", "xpu": "XPU", "mtia": "MTIA", "hpu": "HP
 
 def profiler_activity(device_type: str) -> Any:
     """The torch.profiler.ProfilerActivity that records work of `device_type`, or None."""
-    import torch
     from torch.profiler import ProfilerActivity
 
     name = PROFILER_ACTIVITY_OF.get(device_type)
-    if name is None and device_type == torch._C._get_privateuse1_backend_name():
+    if name is None and device_type == compat.privateuse1_backend_name():
         name = "PrivateUse1"
     return getattr(ProfilerActivity, name, None) if name else None
 
@@ -187,10 +184,8 @@ def device_compile_backends(current: Any) -> list[str]:
     """The device's own torch.compile backends: a dynamo backend named after the device
     (registered by its package, or its torch_dynamo_backends entry point) and the manifest's
     extra["compile_backends"]."""
-    from torch._dynamo import list_backends
-
     device_type = current.device.type
-    known = set(list_backends(exclude_tags=()))
+    known = set(compat.list_dynamo_backends())
     own = [device_type] if device_type in known else []
     extra = [str(name) for name in current.capabilities().extra.get("compile_backends", ()) if name not in own]
     return own + extra

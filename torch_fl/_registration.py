@@ -9,6 +9,8 @@ from flagos_autoload.device_type import DEVICE_TYPE
 from flagos_autoload.placeholder import is_placeholder
 from flagos_autoload.setting import AUTOLOAD_ENV, OFF, mode
 
+from .compile import _inductor_adapter as adapter  # cheap: it imports inductor only when asked
+
 
 class PrivateUse1Taken(ImportError):
     """Another PrivateUse1 backend owns this process; flagos cannot load next to it."""
@@ -20,7 +22,7 @@ def claim_privateuse1() -> None:
     Two signs, both before torch_fl._C loads: PrivateUse1 renamed to another name, or a
     PrivateUse1 fallback registered by an extension that has not renamed it (yet).
     """
-    name = torch._C._get_privateuse1_backend_name()
+    name = adapter.privateuse1_backend_name()
     if name in ("privateuseone", DEVICE_TYPE) and not _foreign_fallback(name):
         return
     owner = f"the {name!r} device" if name != "privateuseone" else "another backend's extension"
@@ -35,14 +37,13 @@ def _foreign_fallback(name: str) -> bool:
     """A PrivateUse1 fallback registered while torch_fl._C is not loaded is someone else's."""
     if name == DEVICE_TYPE:
         return False
-    has_fallback = getattr(torch._C, "_dispatch_has_backend_fallback", None)
-    return bool(has_fallback and has_fallback(torch._C.DispatchKey.PrivateUse1))
+    return adapter.has_privateuse1_fallback()
 
 
 def register():
     from . import _C, flagos
 
-    if torch._C._get_privateuse1_backend_name() != DEVICE_TYPE:
+    if adapter.privateuse1_backend_name() != DEVICE_TYPE:
         torch.utils.rename_privateuse1_backend(DEVICE_TYPE)
     current = getattr(torch, DEVICE_TYPE, None)
     if current is not flagos:

@@ -34,23 +34,20 @@ def register() -> None:
     if _registered:
         return
     _registered = True
-    from torch._dynamo.device_interface import register_interface_for_device
-    from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
-
     from . import _inductor_adapter as adapter
     from .device_interface import FlagosInterface
     from .op_overrides import FlagosDeviceOpOverrides
     from .scheduling import FlagosScheduling
 
-    register_interface_for_device(DEVICE_TYPE, FlagosInterface)
+    adapter.register_device_interface(DEVICE_TYPE, FlagosInterface)
     for index in range(torch.flagos.device_count()):
-        register_interface_for_device(f"{DEVICE_TYPE}:{index}", FlagosInterface)
+        adapter.register_device_interface(f"{DEVICE_TYPE}:{index}", FlagosInterface)
     adapter.initialize_builtin_device_op_overrides()
-    register_device_op_overrides(DEVICE_TYPE, FlagosDeviceOpOverrides())
+    adapter.register_device_op_overrides(DEVICE_TYPE, FlagosDeviceOpOverrides())
     wrapper = adapter.wrapper_with_fast_allocation(
         DEVICE_TYPE, f"from torch_fl._C import _empty_strided as empty_strided_{DEVICE_TYPE}"
     )
-    register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper)
+    adapter.register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper)
     adapter.add_gpu_type(DEVICE_TYPE)
     adapter.make_has_triton_see_device(device_has_triton)
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)

@@ -1,10 +1,20 @@
 """Every version-sensitive touch of torch internals that flagos needs, in one place.
 
 Each function names the upstream code it works around (torch 2.11 - 2.13) and
-changes behaviour only for the flagos device type.
+changes behaviour only for the flagos device type. torch_fl imports
+``torch._inductor``, ``torch._dynamo``, ``torch._C`` and the other private torch
+modules only here (ruff's TID251 fails any other product file that does), so a
+torch upgrade is checked in this one file.
+
+Everything from inductor and dynamo is imported inside the function that needs
+it: ``import torch_fl`` must not import inductor (about two seconds), and this
+module is imported by torch_fl's own registration.
+
+The entries added with the single adapter (registration hooks, base classes,
+worker pool, ``torch._C`` bindings) were checked against the installed torch
+2.13; the older entries keep the version notes they were written with.
 """
 
-import statistics
 import types
 
 import torch
@@ -68,6 +78,8 @@ def time_with_events(fn, *, warmup: float, rep: float, device_type: str) -> floa
     estimate with a few runs, then time ``rep`` ms worth of runs, each after
     flushing an L2-sized buffer.
     """
+    import statistics  # here, not at the top: torch_fl's registration imports this module
+
     from torch._dynamo.device_interface import get_interface_for_device
 
     interface = get_interface_for_device(device_type)
@@ -295,3 +307,125 @@ def share_template_heuristics(device_type: str, like: str = "cuda") -> int:
         if cache_clear is not None:
             cache_clear()
     return added
+
+
+# --- torch._C: the core bindings torch_fl reads -------------------------------------------------
+
+
+def privateuse1_backend_name() -> str:
+    """torch._C._get_privateuse1_backend_name (c10/core/DeviceType.cpp): PrivateUse1's current
+    name, ``"privateuseone"`` until ``torch.utils.rename_privateuse1_backend``. Checked on 2.13."""
+    return torch._C._get_privateuse1_backend_name()
+
+
+def has_privateuse1_fallback() -> bool:
+    """torch._C._dispatch_has_backend_fallback(DispatchKey.PrivateUse1)
+    (torch/csrc/utils/python_dispatch.cpp): whether an extension registered a boxed fallback
+    for PrivateUse1. False where this torch lacks the binding. Checked on 2.13."""
+    has_fallback = getattr(torch._C, "_dispatch_has_backend_fallback", None)
+    return bool(has_fallback and has_fallback(torch._C.DispatchKey.PrivateUse1))
+
+
+def cuda_event_base():
+    """torch._C._CudaEventBase (torch/csrc/cuda/Event.cpp), or None: in a build without CUDA
+    torch/cuda/streams.py puts a ``torch._utils._dummy_type`` placeholder (a Python class)
+    in its place. Checked on 2.13."""
+    return getattr(torch._C, "_CudaEventBase", None)
+
+
+# --- registration: what dynamo and inductor look up by device type ------------------------------
+
+
+def register_device_interface(device_type: str, interface) -> None:
+    """torch/_dynamo/device_interface.py ``register_interface_for_device``: the DeviceInterface
+    dynamo, inductor and the compile workers ask about a device ("flagos" and "flagos:N").
+    Checked on 2.13."""
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    register_interface_for_device(device_type, interface)
+
+
+def register_device_op_overrides(device_type: str, overrides) -> None:
+    """torch/_inductor/codegen/common.py ``register_device_op_overrides``: the source snippets
+    (stream, device guard, synchronize) the Python wrapper emits. Checked on 2.13."""
+    from torch._inductor.codegen.common import register_device_op_overrides as register
+
+    register(device_type, overrides)
+
+
+def register_backend_for_device(device_type: str, scheduling, wrapper) -> None:
+    """torch/_inductor/codegen/common.py ``register_backend_for_device``: the kernel scheduling
+    and wrapper codegen classes inductor uses for a device type. Checked on 2.13."""
+    from torch._inductor.codegen.common import register_backend_for_device as register
+
+    register(device_type, scheduling, wrapper)
+
+
+# --- base classes torch_fl subclasses (imported when first asked for, see the module docstring) -
+
+
+def device_interface_base():
+    """torch/_dynamo/device_interface.py ``DeviceInterface``. Checked on 2.13."""
+    from torch._dynamo.device_interface import DeviceInterface
+
+    return DeviceInterface
+
+
+def worker_device_caches():
+    """torch/_dynamo/device_interface.py ``caching_worker_current_devices`` and
+    ``caching_worker_device_properties``: module-level dicts (device type -> current index,
+    device type -> properties of every device) that inductor's pre_fork_setup fills in the
+    parent so that a compile worker answers without touching the device. The dicts themselves
+    are returned: they are only ever updated in place. Checked on 2.13."""
+    from torch._dynamo import device_interface
+
+    return device_interface.caching_worker_current_devices, device_interface.caching_worker_device_properties
+
+
+def device_op_overrides_base():
+    """torch/_inductor/codegen/common.py ``DeviceOpOverrides``. Checked on 2.13."""
+    from torch._inductor.codegen.common import DeviceOpOverrides
+
+    return DeviceOpOverrides
+
+
+def triton_scheduling_base():
+    """torch/_inductor/codegen/triton.py ``TritonScheduling``. Checked on 2.13."""
+    from torch._inductor.codegen.triton import TritonScheduling
+
+    return TritonScheduling
+
+
+# --- compiling and the compile worker pool ------------------------------------------------------
+
+
+def inductor_compiler(mode, options):
+    """torch/__init__.py ``_TorchCompileInductorWrapper(mode, options, dynamic)``: what
+    ``torch.compile(backend="inductor", mode=..., options=...)`` hands dynamo, so the flagos
+    backend gives ``mode`` and ``options`` inductor's meaning. Checked on 2.13."""
+    return torch._TorchCompileInductorWrapper(mode, options, None)
+
+
+def inductor_config():
+    """torch/_inductor/config.py (``worker_start_method``, ``compile_threads``...). Checked on 2.13."""
+    from torch._inductor import config
+
+    return config
+
+
+def maybe_warm_pool() -> None:
+    """torch/_inductor/async_compile.py ``maybe_warm_pool``: start the compile worker pool
+    ahead of the first kernel unless the environment opts out (TORCH_WARM_POOL=0, no Triton,
+    fbcode), as a ``backend="inductor"`` compile does. Checked on 2.13."""
+    from torch._inductor.async_compile import maybe_warm_pool as warm
+
+    warm()
+
+
+def shutdown_compile_workers() -> None:
+    """torch/_inductor/async_compile.py ``shutdown_compile_workers``: shut every pool down and
+    clear ``AsyncCompile.process_pool``'s cache, so the next compile starts a new pool.
+    Checked on 2.13."""
+    from torch._inductor import async_compile
+
+    async_compile.shutdown_compile_workers()

@@ -6,17 +6,18 @@ Registered for "flagos" and "flagos:N" by ``torch_fl.compile.register``.
 from typing import Any
 
 import torch
-from torch._dynamo.device_interface import (
-    DeviceInterface,
-    caching_worker_current_devices,
-    caching_worker_device_properties,
-)
 
 from flagos_autoload.device_type import DEVICE_TYPE
 
 from .. import _C
 from ..flagos import streams
 from ..flagos._device import _index
+from ._inductor_adapter import device_interface_base, worker_device_caches
+
+# Imported only by register() (and by compiled code, after it), so asking for dynamo's
+# classes here keeps `import torch_fl` cheap.
+DeviceInterface = device_interface_base()
+caching_worker_current_devices, caching_worker_device_properties = worker_device_caches()
 
 
 def get_raw_stream(device_index: int) -> int:

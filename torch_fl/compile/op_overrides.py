@@ -1,6 +1,9 @@
 """The source snippets inductor's Python wrapper emits for flagos (device, stream, sync)."""
 
-from torch._inductor.codegen.common import DeviceOpOverrides
+from ._inductor_adapter import device_op_overrides_base
+
+# Imported only by register(), so asking for inductor's base class here keeps `import torch_fl` cheap.
+DeviceOpOverrides = device_op_overrides_base()
 
 
 class FlagosDeviceOpOverrides(DeviceOpOverrides):

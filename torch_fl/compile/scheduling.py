@@ -1,8 +1,10 @@
 """inductor's Triton scheduling for flagos graphs."""
 
-from torch._inductor.codegen.triton import TritonScheduling
-
+from ._inductor_adapter import triton_scheduling_base
 from .workers import ensure_workers_see_flagos
+
+# Imported only by register(), so asking for inductor's base class here keeps `import torch_fl` cheap.
+TritonScheduling = triton_scheduling_base()
 
 
 class FlagosScheduling(TritonScheduling):

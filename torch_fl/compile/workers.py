@@ -53,7 +53,9 @@ _switched = False
 def ensure_workers_see_flagos() -> None:
     """Before compiling a flagos graph: make sure the worker pool can compile its kernels."""
     global _switched
-    from torch._inductor import async_compile, config
+    from . import _inductor_adapter as adapter
+
+    config = adapter.inductor_config()
 
     if _switched or config.worker_start_method != "subprocess" or os.environ.get(NO_FORK_FALLBACK_ENV) == "1":
         return
@@ -68,4 +70,4 @@ def ensure_workers_see_flagos() -> None:
     config.worker_start_method = "fork"
     _switched = True
     # A subprocess pool started earlier (for another device) cannot serve flagos kernels.
-    async_compile.shutdown_compile_workers()
+    adapter.shutdown_compile_workers()

@@ -15,9 +15,8 @@ torch_fl (only a process that loaded flagos has the name).
 
 from datetime import timedelta
 
-import torch
-
 from .. import _C
+from ..compile import _inductor_adapter
 
 BACKEND = "flagos"
 
@@ -55,7 +54,7 @@ def register() -> bool:
     if BACKEND not in dist.Backend.backend_list:
         # The device type is PrivateUse1's name ("flagos"); CPU tensors are served too (Gloo).
         dist.Backend.register_backend(
-            BACKEND, _create_backend, devices=["cpu", torch._C._get_privateuse1_backend_name()]
+            BACKEND, _create_backend, devices=["cpu", _inductor_adapter.privateuse1_backend_name()]
         )
     return True
 

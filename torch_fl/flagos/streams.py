@@ -25,6 +25,7 @@ import torch
 from flagos_autoload.device_type import DEVICE_TYPE
 
 from .. import _C
+from ..compile import _inductor_adapter
 from ._device import _checked
 
 
@@ -35,7 +36,7 @@ def cuda_event_is_dummy() -> bool:
     torch was built without CUDA; the placeholder is defined in Python, the
     real class in ``torch._C``.
     """
-    base = getattr(torch._C, "_CudaEventBase", None)
+    base = _inductor_adapter.cuda_event_base()
     return not (isinstance(base, type) and base.__module__ == "torch._C")
 
 
