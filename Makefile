@@ -12,7 +12,7 @@ REGISTERED := $(VENV)/.flagos-registered
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
 PYTEST_ARGS ?=
 
-.PHONY: build test conformance conformance-cpu conformance-ops-full smoke bench clean lint docs ci-configs sensitivity
+.PHONY: build test test-slow conformance conformance-cpu conformance-ops-full smoke bench clean lint docs ci-configs sensitivity
 
 # torch 2.13.0 is the CPU wheel that lies on this machine's disk (pip's
 # find-links); naming the exact version keeps a resolver from pulling a CUDA build.
@@ -32,11 +32,18 @@ $(REGISTERED): $(DEPS) pyproject.toml setup.py
 build: $(REGISTERED)
 	$(PY) setup.py -q build_ext --inplace -j 2
 
-# The compile tests run in one invocation on purpose: the worker pool is lazy
-# and shared, so one file alone can be served before the pool is up.
+# The default tier, a contributor's run: every test not marked slow, spread over the cores
+# by xdist (the outcomes are those of a serial run). The compile tests run in one
+# invocation on purpose: the worker pool is lazy and shared, so one file alone can be
+# served before the pool is up.
 test: build
-	$(PY) -m pytest tests --ignore=tests/integration $(PYTEST_ARGS)
+	$(PY) -m pytest tests --ignore=tests/integration -m "not slow" -n auto $(PYTEST_ARGS)
 	$(PY) -m pytest -p flagos --flagos-device=flagos tests/integration $(PYTEST_ARGS)
+
+# The long tier, which CI runs too: the tests marked slow (the kit's sensitivity to
+# planted device bugs, fdev end to end, multi-process DDP, pytester runs of inductor).
+test-slow: build
+	$(PY) -m pytest tests --ignore=tests/integration -m slow -n auto $(PYTEST_ARGS)
 
 smoke: build
 	$(PY) -m torch_fl.smoke

@@ -227,6 +227,7 @@ def test_skipped():
 """
 
 
+@pytest.mark.slow
 def test_reports_written_by_the_plugin(pytester, monkeypatch, tmp_path):
     """Two pytest runs with the real plugin (two devices), merged."""
     monkeypatch.setenv(

@@ -106,6 +106,7 @@ def test_collectives_on_flagos_tensors(backend):
     assert [o.split() for o in outputs] == [["ok", "0"], ["ok", "1"]]
 
 
+@pytest.mark.slow
 @host_only
 @two_devices
 def test_ddp_on_two_flagos_devices_follows_the_cpu_loss_curve():
@@ -119,6 +120,7 @@ def test_ddp_on_two_flagos_devices_follows_the_cpu_loss_curve():
     assert flagos[0]["params"] == flagos[1]["params"]
 
 
+@pytest.mark.slow
 @host_only
 @two_devices
 def test_compiled_ddp_on_two_flagos_devices(tmp_path):

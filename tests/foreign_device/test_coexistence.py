@@ -14,6 +14,9 @@ import pytest
 
 from tests.foreign_device.conftest import run
 
+# Each test starts fresh interpreters: the long tier, `make test-slow`.
+pytestmark = pytest.mark.slow
+
 FDEV_WORKS = """
 import sys
 import torch

@@ -16,6 +16,9 @@ import pytest
 from tests.foreign_device import walkthrough
 from tests.foreign_device.conftest import REPO
 
+# It builds fdev and starts fresh interpreters: the long tier, `make test-slow`.
+pytestmark = pytest.mark.slow
+
 GUIDE = REPO / "docs" / "vendor-guide.md"
 EXPECTATIONS = REPO / "conformance" / "expectations" / "fdev.toml"
 

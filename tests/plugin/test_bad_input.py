@@ -50,6 +50,7 @@ def test_message(assert_compiles_like_eager, label):
     ],
     ids=["triple-quote", "windows-path", "line-breaks"],
 )
+@pytest.mark.slow
 def test_repro_script_quotes_every_text_it_holds(run_pytest, run_python, pytester, message, label):
     marker = str(pytester.path / "PWNED")
     pytester.makepyfile("import pytest\n" + INJECTION.format(message=message.format(marker=marker), label=label))

@@ -137,6 +137,7 @@ def test_graphs(case, assert_compiles_like_eager):
 """
 
 
+@pytest.mark.slow
 def test_shrinking_reaches_a_small_graph(run_pytest, pytester):
     pytester.makepyfile(PLANTED_SHRINK)
     result = run_pytest("--flagos-device=cpu", timeout=600)

@@ -137,6 +137,7 @@ def test_report_contents(run_pytest, pytester):
     assert "## Expected failures that passed" in markdown
 
 
+@pytest.mark.slow
 def test_report_under_xdist_equals_the_serial_report(run_pytest, pytester):
     serial = _run(run_pytest, pytester, "serial")
     parallel = _run(run_pytest, pytester, "parallel", "-n", "2")

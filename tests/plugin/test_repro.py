@@ -63,6 +63,7 @@ def _only_script(pytester) -> Path:
     return script
 
 
+@pytest.mark.slow
 def test_repro_of_a_module_compiled_by_inductor(run_pytest, run_python, pytester):
     test_file = pytester.makepyfile(PLANTED_MODULE_BUG)
     result = run_pytest("--flagos-device=cpu", "--flagos-repro-dir=repros")
@@ -211,6 +212,7 @@ def test_module_class_defined_in_a_function(assert_compiles_like_eager):
 CALLABLE_KINDS = ["lambda", "closure", "bound_method", "bound_method_of_a_module", "module_class_defined_in_a_function"]
 
 
+@pytest.mark.slow
 def test_callables_not_importable_by_name_get_a_repro_of_their_graphs(run_pytest, run_python, pytester):
     pytester.makepyfile(test_kinds=PLANTED_WRONG_RESULT)
     result = run_pytest("--flagos-device=cpu", "--flagos-repro-dir=repros", timeout=600)
