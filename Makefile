@@ -75,16 +75,23 @@ conformance-ops-full: build
 	  $(PY) .github/scripts/accelerators.py pytest $(OPS_DEVICE) -- -k test_ops.py \
 	  -n $(OPS_WORKERS) --flagos-compile-threads=1 $(OPS_SPLIT) $(CONFORMANCE_ARGS)
 
-# Lint, docs and the CI manifests: light tools in the same venv, without torch.
-TOOLS := $(VENV)/.flagos-tools
+# Lint, docs and the CI manifests: light tools in the same venv, without torch (mypy does not
+# follow torch, but reads pytest's and hypothesis's types). The stamp's name changes with the
+# list of tools, so that an existing .venv installs new ones.
+TOOLS := $(VENV)/.flagos-tools-2
 $(TOOLS):
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install -q ruff==0.17.6 mkdocs==1.6.1 pyyaml
+	$(PIP) install -q ruff==0.17.6 mypy==2.4.1 clang-format==23.1.5 pre-commit==4.7.0 mkdocs==1.6.1 pyyaml \
+	  "pytest>=8" "hypothesis>=6.100"
 	touch $@
 
+# The same checks as .pre-commit-config.yaml (`pre-commit run --all-files`). mypy's files and
+# settings: pyproject.toml [tool.mypy]; clang-format's: .clang-format.
 lint: $(TOOLS)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/clang-format --dry-run --Werror $(SOURCES)
 
 docs: $(TOOLS)
 	$(VENV)/bin/mkdocs build --strict

@@ -14,10 +14,10 @@ import tempfile
 # whose extension is not built yet would make torch's backend autoload fail.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
-import torch  # noqa: E402
-from setuptools import setup  # noqa: E402
-from torch.utils import cpp_extension  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension  # noqa: E402
+import torch
+from setuptools import setup
+from torch.utils import cpp_extension
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 

@@ -46,7 +46,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_models import WORKLOADS, build_workload, transformers_version  # noqa: E402
+from bench_models import WORKLOADS, build_workload, transformers_version
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -778,7 +778,7 @@ def timing_section(report, devices):
         for device, record in result.get("devices", {}).items()
         if record.get("cudagraph_skips")
     ]
-    return [f"## Time per call ({note})", ""] + table(headers, rows) + ([""] + skipped_graphs if skipped_graphs else [])
+    return [f"## Time per call ({note})", ""] + table(headers, rows) + (["", *skipped_graphs] if skipped_graphs else [])
 
 
 def ratio_table_section(report, devices):
@@ -792,9 +792,9 @@ def ratio_table_section(report, devices):
     rows = []
     for workload in dict.fromkeys(r["workload"] for r in report["workloads"]):
         cells = [fmt(by_row.get((workload, d), {}).get(f"{k} test/native"), "x") for d in dtypes for k in kinds]
-        rows.append([workload] + cells)
+        rows.append([workload, *cells])
     title = f"## {devices[0]} / {devices[1]} (time per call, medians of one interleaved run)"
-    return [title, ""] + table(headers, rows)
+    return [title, "", *table(headers, rows)]
 
 
 def numerics_section(report, devices):
@@ -807,7 +807,7 @@ def numerics_section(report, devices):
             agreement = "–" if matches is None else f"{'yes' if matches else 'NO'} ({numerics['tolerance']:g})"
             row = [result["workload"], result["dtype"], device, fmt(record.get("first_call_s"))]
             row += [fmt(record.get("kernels_generated")), fmt(numerics.get("max_abs_error"))]
-            rows.append(row + [fmt(numerics.get("max_rel_error")), agreement])
+            rows.append([*row, fmt(numerics.get("max_rel_error")), agreement])
     agreement = [
         f"- {result['workload']} {result['dtype']}: eager {devices[0]} vs eager {devices[1]} max abs "
         f"{fmt(result['eager test vs native max_abs_error'])}"
@@ -815,7 +815,7 @@ def numerics_section(report, devices):
         if "eager test vs native max_abs_error" in result
     ]
     title = "## Compiled vs eager numerics (same device, weights and inputs; max rel = max abs / max |eager|)"
-    return [title, ""] + table(headers, rows) + ([""] + agreement if agreement else [])
+    return [title, ""] + table(headers, rows) + (["", *agreement] if agreement else [])
 
 
 def bandwidth_section(report):
@@ -826,11 +826,11 @@ def bandwidth_section(report):
         for result in (r for r in report["workloads"] if "bandwidth" in r):
             chain = result["bandwidth"].get(device) or {}
             row = [device, fmt(large.get("gbps")), fmt(same_size.get("gbps")), result["dtype"]]
-            rows.append(row + [fmt(chain.get("gbps")), fmt(chain.get("fraction_of_copy"), "%")])
+            rows.append([*row, fmt(chain.get("gbps")), fmt(chain.get("fraction_of_copy"), "%")])
         if not any("bandwidth" in r for r in report["workloads"]):
             rows.append([device, fmt(large.get("gbps")), fmt(same_size.get("gbps")), "–", "–", "–"])
     title = "## Bandwidth (copy: read + write bytes; chain: one read + one write of the matrix)"
-    return [title, ""] + table(headers, rows)
+    return [title, "", *table(headers, rows)]
 
 
 def compile_times_section(report):
@@ -840,13 +840,13 @@ def compile_times_section(report):
         for label, run in study["runs"].items():
             first = fmt(run.get("first_call_s")) if "first_call_s" in run else run.get("error", run.get("skipped"))
             row = [study["workload"], study["device"], label, first, fmt(run.get("process_s"))]
-            rows.append(row + [run.get("worker_start_method", "–"), run.get("compile_threads", "–")])
+            rows.append([*row, run.get("worker_start_method", "–"), run.get("compile_threads", "–")])
         speedups.append(
             f"- {study['workload']} on {study['device']}: serial/fork {fmt(study['serial/fork'], 'x')}, "
             f"serial/subprocess {fmt(study['serial/subprocess'], 'x')}"
         )
     title = "## Compile wall time (fresh process, fresh inductor + Triton caches)"
-    return [title, ""] + table(headers, rows) + [""] + speedups
+    return [title, "", *table(headers, rows), "", *speedups]
 
 
 def target_cell(item):
@@ -863,7 +863,7 @@ def targets_section(report):
         comparison = ">=" if item["higher_is_better"] else "<="
         threshold = fmt(item["threshold"], item["unit"])
         rows.append([item["target"], fmt(item["value"], item["unit"]), f"{comparison} {threshold}", target_cell(item)])
-    return ["## Targets", ""] + table(["target", "value", "threshold", "result"], rows)
+    return ["## Targets", "", *table(["target", "value", "threshold", "result"], rows)]
 
 
 def errors_section(report):
@@ -876,7 +876,7 @@ def errors_section(report):
         for step, message in result.get("errors", {}).items():
             if not step.endswith("traceback"):
                 lines.append(f"- {result['workload']} {result['dtype']}, {step}: {message[:400]}")
-    return ["## Errors (full tracebacks in the JSON)", ""] + lines if lines else []
+    return ["## Errors (full tracebacks in the JSON)", "", *lines] if lines else []
 
 
 def markdown(report, devices):
@@ -899,7 +899,7 @@ def markdown(report, devices):
     sections += [targets_section, errors_section]
     for section in sections:
         body = section(report)
-        lines += [""] + body if body else []
+        lines += ["", *body] if body else []
     return "\n".join(lines)
 
 

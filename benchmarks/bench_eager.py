@@ -23,7 +23,7 @@ import torch
 import torch_fl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compile import synchronize  # noqa: E402
+from bench_compile import synchronize
 
 OPS = {
     "add": lambda a, b: a + b,

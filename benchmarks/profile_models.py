@@ -22,8 +22,8 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compile import input_on, synchronize  # noqa: E402
-from bench_models import WORKLOADS, build_workload  # noqa: E402
+from bench_compile import input_on, synchronize
+from bench_models import WORKLOADS, build_workload
 
 TOP = 12
 

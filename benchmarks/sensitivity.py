@@ -24,7 +24,7 @@ from pathlib import Path
 if not __package__:  # run as a file: the repository root is not on sys.path
     sys.exit("run it from the repository root as a module: python -m benchmarks.sensitivity")
 
-from tests.faults import catalog, runner  # noqa: E402
+from tests.faults import catalog, runner
 
 MESSAGE_CHARS = 160
 

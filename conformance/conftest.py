@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conformance_support import blame, fail, hint
-from conformance_support import device_module as _device_module
 
 from pytest_flagos import device_api
 from pytest_flagos.requirements import require
+
+from conformance_support import blame, fail, hint
+from conformance_support import device_module as _device_module
 
 
 @pytest.fixture(scope="session")

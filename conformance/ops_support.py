@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 import pytest
+
 from conformance_support import fail
 
 ENV_TIER = "FLAGOS_OPS_TIER"
@@ -187,6 +188,7 @@ class CaseRun:
         """Every sample eagerly (against the CPU) and compiled (against eager); returns the
         reasons of samples that do not run on the CPU either. Raises CaseFailure."""
         import torch
+
         from pytest_flagos import opinfo
 
         dtype = getattr(torch, self.case.dtype)

@@ -12,9 +12,10 @@ import gc
 
 import pytest
 import torch
-from conformance_support import assert_close, bullet, device_index, fail, run_python, tail
 
 from pytest_flagos import _torch_compat, device_api
+
+from conformance_support import assert_close, bullet, device_index, fail, run_python, tail
 
 pytestmark = [pytest.mark.flagos_area("allocator"), pytest.mark.requires("memory_stats")]
 

@@ -16,6 +16,7 @@ import os
 
 import pytest
 import torch
+
 from conformance_support import benchmark_calls, fail
 
 # inductor autotunes Triton kernel configs, timed with the device's events

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+
 from conformance_support import bullet, fail, run_python, tail
 
 pytestmark = [pytest.mark.flagos_area("caching"), pytest.mark.requires("inductor")]

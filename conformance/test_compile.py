@@ -11,10 +11,11 @@ import re
 
 import pytest
 import torch
-from conformance_support import assert_close, bullet, fail, generated_sources, inductor_counters
 
 from pytest_flagos import _torch_compat, session
 from pytest_flagos.requirements import device_compile_backends, missing_reason, require
+
+from conformance_support import assert_close, bullet, fail, generated_sources, inductor_counters
 
 pytestmark = pytest.mark.flagos_area("compile")
 

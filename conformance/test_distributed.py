@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 import torch
+
 from conformance_support import fail, session_device_module_name, tail
 
 pytestmark = [pytest.mark.flagos_area("distributed"), pytest.mark.requires("c10d_backend")]
@@ -153,7 +154,7 @@ def test_collectives_and_ddp_on_the_device_follow_the_cpu(flagos_device):
         problems.append("DDP replicas differ after training: gradients were not averaged")
     if not problems and flagos_device.type != "cpu":
         cpu = _run("cpu", "gloo", world, compiled=False)
-        for rank, (r, c) in enumerate(zip(reports, cpu)):
+        for rank, (r, c) in enumerate(zip(reports, cpu, strict=False)):
             try:
                 torch.testing.assert_close(r["losses"], c["losses"], rtol=1e-4, atol=1e-5)
             except AssertionError as exc:
@@ -176,7 +177,7 @@ def test_compiled_ddp_trains_like_eager(flagos_device, tmp_path):
     problems = []
     if any(r.get("graphs", 0) < 1 for r in compiled):
         problems.append("dynamo compiled no graph of the DDP model: it ran eagerly")
-    for rank, (c, e) in enumerate(zip(compiled, eager)):
+    for rank, (c, e) in enumerate(zip(compiled, eager, strict=False)):
         try:
             torch.testing.assert_close(c["losses"], e["losses"], rtol=1e-4, atol=1e-5)
         except AssertionError as exc:

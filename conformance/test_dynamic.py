@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from conformance_support import assert_close, fail, inductor_counters
 
 pytestmark = [pytest.mark.flagos_area("dynamic"), pytest.mark.requires("inductor")]

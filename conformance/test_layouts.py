@@ -32,9 +32,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conformance_support import bullet, fail
 
 from pytest_flagos import _torch_compat
+
+from conformance_support import bullet, fail
 
 pytestmark = pytest.mark.flagos_area("layouts")
 

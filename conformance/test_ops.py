@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import ops_support
 import pytest
+
+import ops_support
 
 pytestmark = [
     pytest.mark.requires("inductor"),  # every case is also compiled

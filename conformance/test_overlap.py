@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from conformance_support import bullet, fail
 
 pytestmark = pytest.mark.flagos_area("runtime")

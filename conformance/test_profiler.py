@@ -8,11 +8,13 @@ import time
 
 import pytest
 import torch
-from conformance_support import bullet, fail
-from pytest_flagos import device_api
-from pytest_flagos.requirements import profiler_activity
 from torch.autograd.profiler import profile as autograd_profile
 from torch.profiler import ProfilerActivity, profile, supported_activities
+
+from pytest_flagos import device_api
+from pytest_flagos.requirements import profiler_activity
+
+from conformance_support import bullet, fail
 
 pytestmark = pytest.mark.flagos_area("profiler")
 
@@ -47,7 +49,7 @@ def _insane(events, wall_us: float) -> list[str]:
         bad_events += bool(bad)
         problems.extend(bad)
     if len(problems) > SHOWN:
-        problems = problems[:SHOWN] + [f"... and {len(problems) - SHOWN} more event times outside the wall clock"]
+        problems = [*problems[:SHOWN], f"... and {len(problems) - SHOWN} more event times outside the wall clock"]
     if events and bad_events * 2 > len(events):
         problems.append(
             f"{bad_events} of {len(events)} events have impossible times: the profiler takes them from the "

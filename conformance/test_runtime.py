@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conformance_support import PROPERTY_RULES, bullet, device_index, fail
 
 from pytest_flagos import device_api
+
+from conformance_support import PROPERTY_RULES, bullet, device_index, fail
 
 pytestmark = pytest.mark.flagos_area("runtime")
 
@@ -72,7 +73,7 @@ def test_factories_create_tensors_on_the_device(flagos_device, flagos_capabiliti
 def test_copies_between_host_and_device_are_exact(flagos_device, flagos_capabilities):
     problems = []
     generator = torch.Generator().manual_seed(0)
-    dtypes = list(flagos_capabilities.torch_dtypes()) + [torch.int64, torch.int32, torch.uint8, torch.bool]
+    dtypes = [*flagos_capabilities.torch_dtypes(), torch.int64, torch.int32, torch.uint8, torch.bool]
     try:  # a synchronize that fails is the runtime's problem, not the copies' (test_synchronize_*)
         device_api.synchronize(flagos_device)
     except Exception as exc:

@@ -15,6 +15,9 @@ import time
 
 import pytest
 import torch
+
+from pytest_flagos import device_api
+
 from conformance_support import (
     assert_close,
     bullet,
@@ -22,8 +25,6 @@ from conformance_support import (
     fail,
     generated_sources,
 )
-
-from pytest_flagos import device_api
 
 pytestmark = pytest.mark.flagos_area("streams")
 

@@ -8,6 +8,7 @@ import os
 
 import pytest
 import torch
+
 from conformance_support import (
     PROPERTY_RULES,
     assert_close,

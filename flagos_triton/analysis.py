@@ -125,7 +125,7 @@ def batchable(ttir: str):
                             varying.add(d)
                             changed = True
 
-    for defs, uses, rest, owner, iv in parsed:
+    for _defs, _uses, rest, _owner, _iv in parsed:
         if rest.startswith("scf.if"):
             cond = _VALUE.search(rest)
             if cond and _norm(cond.group(0)) in varying:

@@ -119,7 +119,7 @@ class _Collector:
         self.functions.append(entry)
         scope = dict(fn.__globals__)
         if fn.__closure__:
-            scope.update({n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__)})
+            scope.update({n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__, strict=True)})
         loaded, bound, attrs = _names(ast.parse(jit_fn.src))
         for name in sorted(loaded):
             if name not in scope:

@@ -17,15 +17,13 @@ No monkeypatching here: this is a subclass, used through its own
 from __future__ import annotations
 
 import numpy as np
-
 import triton.language as tl
 
+from . import libdevice_impl, memory
 from ._triton_adapter import InterpreterBuilder, InterpreterOptions, TensorHandle
 from ._triton_adapter import get_np_dtype as _get_np_dtype
 from ._triton_adapter import interpreter_bindings as _interpreter
 from ._triton_adapter import ir as _ir
-
-from . import libdevice_impl, memory
 
 
 class NonUniformControlFlow(RuntimeError):
@@ -70,7 +68,7 @@ class BatchedBlockPointer:
         n_bytes = max(1, dtype_tt.primitive_bitwidth // 8)
         nd = len(self.block_shape)
         ptrs = _with_batch(self.base.data, nd)
-        masks = np.ones((1,) + tuple(self.block_shape), dtype=bool)
+        masks = np.ones((1, *self.block_shape), dtype=bool)
         for dim in range(nd):
             bcast = [1] * (nd + 1)
             bcast[dim + 1] = self.block_shape[dim]
@@ -153,7 +151,7 @@ class HostBuilder(InterpreterBuilder):
         return TensorHandle(arg.data.reshape(arg.data.shape[:1] + tuple(shape)), arg.dtype.scalar)
 
     def create_trans(self, arg, perm):
-        return TensorHandle(np.transpose(arg.data, (0,) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
+        return TensorHandle(np.transpose(arg.data, (0, *(p + 1 for p in perm))), arg.dtype.scalar)
 
     def create_expand_dims(self, arg, axis):
         nd = arg.data.ndim - 1
@@ -167,8 +165,8 @@ class HostBuilder(InterpreterBuilder):
     def create_cat(self, lhs, rhs):
         lhs_d, rhs_d = lhs.data, rhs.data
         batch = max(lhs_d.shape[0], rhs_d.shape[0])
-        lhs_d = np.broadcast_to(lhs_d, (batch,) + lhs_d.shape[1:])
-        rhs_d = np.broadcast_to(rhs_d, (batch,) + rhs_d.shape[1:])
+        lhs_d = np.broadcast_to(lhs_d, (batch, *lhs_d.shape[1:]))
+        rhs_d = np.broadcast_to(rhs_d, (batch, *rhs_d.shape[1:]))
         return TensorHandle(np.concatenate([lhs_d, rhs_d], axis=1), lhs.dtype.scalar)
 
     def create_join(self, lhs, rhs):
@@ -178,8 +176,8 @@ class HostBuilder(InterpreterBuilder):
     def create_gather(self, src, indices, axis):
         src_d, idx_d = src.data, indices.data
         batch = max(src_d.shape[0], idx_d.shape[0])
-        src_d = np.broadcast_to(src_d, (batch,) + src_d.shape[1:])
-        idx_d = np.broadcast_to(idx_d, (batch,) + idx_d.shape[1:])
+        src_d = np.broadcast_to(src_d, (batch, *src_d.shape[1:]))
+        idx_d = np.broadcast_to(idx_d, (batch, *idx_d.shape[1:]))
         return TensorHandle(np.take_along_axis(src_d, idx_d.astype(np.intp), axis=axis + 1), src.dtype.scalar)
 
     def create_histogram(self, data, bins, mask):
@@ -284,7 +282,8 @@ class HostBuilder(InterpreterBuilder):
         if len(ptr.offsets) != len(offsets):
             raise ValueError("len(ptr.offsets) != len(offsets)")
         new_offsets = [
-            TensorHandle(o.data + d.data.astype(o.data.dtype), o.dtype) for o, d in zip(ptr.offsets, offsets)
+            TensorHandle(o.data + d.data.astype(o.data.dtype), o.dtype)
+            for o, d in zip(ptr.offsets, offsets, strict=False)
         ]
         return BatchedBlockPointer(ptr.base, ptr.shape, ptr.strides, new_offsets, ptr.block_shape, ptr.order)
 
@@ -317,8 +316,8 @@ class HostBuilder(InterpreterBuilder):
     def create_descriptor_load(self, desc, indices, cache_modifier, eviction_policy):
         self._one_program_only("a tensor descriptor")
         ptrs, mask = desc.materialize_pointers(indices)
-        ptrs = TensorHandle(ptrs.data.reshape((1,) + ptrs.data.shape), ptrs.dtype)
-        mask = mask.reshape((1,) + mask.shape)
+        ptrs = TensorHandle(ptrs.data.reshape((1, *ptrs.data.shape)), ptrs.dtype)
+        mask = mask.reshape((1, *mask.shape))
         dtype_tt = ptrs.get_element_ty()
         other = None
         if desc.padding == _ir.PADDING_OPTION.PAD_NAN:
@@ -328,8 +327,8 @@ class HostBuilder(InterpreterBuilder):
     def create_descriptor_store(self, desc, value, indices):
         self._one_program_only("a tensor descriptor")
         ptrs, mask = desc.materialize_pointers(indices)
-        ptrs = TensorHandle(ptrs.data.reshape((1,) + ptrs.data.shape), ptrs.dtype)
-        return self.create_masked_store(ptrs, value, TensorHandle(mask.reshape((1,) + mask.shape), tl.int1), None, None)
+        ptrs = TensorHandle(ptrs.data.reshape((1, *ptrs.data.shape)), ptrs.dtype)
+        return self.create_masked_store(ptrs, value, TensorHandle(mask.reshape((1, *mask.shape)), tl.int1), None, None)
 
     def create_descriptor_gather(self, *args, **kwargs):
         raise NotImplementedError("tensor descriptor gather is not supported by the flagos host executor")

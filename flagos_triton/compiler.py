@@ -245,7 +245,8 @@ class FlagosBackend(BaseBackend):
         stages["ttir"] = lambda mod, metadata: self.make_ttir(mod, metadata, options)
         stages[BINARY_EXT] = lambda mod, metadata: self.make_binary(mod, metadata, options, src)
 
-    @functools.lru_cache()
+    # One backend object per target lives as long as the process, so the cache keeping it alive costs nothing.
+    @functools.lru_cache()  # noqa: B019
     def hash(self):
         # Part of Triton's cache key: change it whenever what the stages emit
         # could change, i.e. with the sources of the modules that produce the binary.

@@ -28,16 +28,15 @@ import contextlib
 import functools
 import inspect
 import threading
+from typing import ClassVar
 
 import numpy as np
-
 import triton.language as tl
 from triton.language import core as tl_core
 from triton.language import math as tl_math
 
-from ._triton_adapter import JITFunction
-
 from . import reduce_scan
+from ._triton_adapter import JITFunction
 from .launch_state import current_semantic, this_thread
 from .translate import translate_jit
 
@@ -246,7 +245,7 @@ def _patch_set():
 
 class _Installed:
     depth = 0
-    saved: list = []
+    saved: ClassVar[list] = []
 
 
 def _install():

@@ -25,13 +25,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
-
 import triton.language as tl
 
+from . import binary
 from ._triton_adapter import TensorHandle, TritonSemantic
 from ._triton_adapter import get_np_dtype as _get_np_dtype
-
-from . import binary
 from .builder import HostBuilder, NonUniformControlFlow
 from .lang_adapter import launch_scope
 
@@ -75,7 +73,7 @@ def _pointer_arg(value, ty):
 
 def _kernel_arg(value, sig):
     if isinstance(sig, tuple):
-        return tuple(_kernel_arg(v, s) for v, s in zip(value, sig))
+        return tuple(_kernel_arg(v, s) for v, s in zip(value, sig, strict=False))
     if sig == "constexpr":
         return value
     if isinstance(sig, str) and (sig.startswith("tensordesc") or sig == "nvTmaDesc"):
@@ -90,7 +88,7 @@ def _program_elements(program, args) -> int:
     """Elements in one program's blocks, estimated from *BLOCK* constexprs."""
     total = 1
     found = False
-    for name, value in zip(program.arg_names, args):
+    for name, value in zip(program.arg_names, args, strict=False):
         if "BLOCK" in name.upper() and isinstance(value, int) and not isinstance(value, bool) and value > 0:
             total *= value
             found = True
@@ -134,7 +132,7 @@ def _bind(program, args):
     if len(args) != len(names):
         raise LaunchError(f"{program.name}: expected {len(names)} arguments ({', '.join(names)}), got {len(args)}")
     kwargs = {}
-    for idx, (name, value) in enumerate(zip(names, args)):
+    for idx, (name, value) in enumerate(zip(names, args, strict=False)):
         sig = program.signature.get(name, "constexpr")
         if (idx,) in program.constants:
             value = program.constants[(idx,)]

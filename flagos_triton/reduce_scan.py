@@ -12,14 +12,12 @@ Values carry a leading batch dimension (see ``builder.py``).
 from __future__ import annotations
 
 import numpy as np
-
 import triton.language as tl
 from triton.language import standard as _std
 
+from . import translate
 from ._triton_adapter import TensorHandle
 from ._triton_adapter import get_np_dtype as _get_np_dtype
-
-from . import translate
 
 
 def _unwrap(x):
@@ -39,7 +37,7 @@ def _prepare(inputs, axis):
     """Common broadcasting: (datas, dtypes, per-program shape, axis)."""
     shape = [int(_unwrap(s)) for s in inputs[0].shape]
     batch = max(t.handle.data.shape[0] for t in inputs)
-    datas = [np.broadcast_to(t.handle.data, (batch,) + tuple(shape)) for t in inputs]
+    datas = [np.broadcast_to(t.handle.data, (batch, *shape)) for t in inputs]
     dtypes = [t.dtype for t in inputs]
     if axis is None:
         numel = int(np.prod(shape)) if shape else 1
@@ -86,14 +84,14 @@ def reduce(input, axis, combine_fn, keep_dims=False, **_ignored):
     # outs have the reduced axis removed
     new_shape = shape[:ax] + shape[ax + 1 :]
     results = []
-    for data, dtype in zip(outs, out_dtypes):
+    for data, dtype in zip(outs, out_dtypes, strict=False):
         if keep_dims:
             if axis is None:
                 data = data.reshape((data.shape[0],) + (1,) * orig_rank)
                 rshape = [1] * orig_rank
             else:
                 data = np.expand_dims(data, ax + 1)
-                rshape = shape[:ax] + [1] + shape[ax + 1 :]
+                rshape = [*shape[:ax], 1, *shape[ax + 1 :]]
         else:
             rshape = new_shape
         results.append(_as_tensor(np.ascontiguousarray(data), dtype, rshape))
@@ -109,14 +107,14 @@ def _tree_reduce(datas, dtypes, shape, ax, combine_fn):
         rhs_idx = list(lhs_idx)
         lhs_idx[ax + 1] = slice(0, 2 * half, 2)
         rhs_idx[ax + 1] = slice(1, 2 * half, 2)
-        pair_shape = cur_shape[:ax] + [half] + cur_shape[ax + 1 :]
-        lhs = [_as_tensor(d[tuple(lhs_idx)], t, pair_shape) for d, t in zip(datas, dtypes)]
-        rhs = [_as_tensor(d[tuple(rhs_idx)], t, pair_shape) for d, t in zip(datas, dtypes)]
+        pair_shape = [*cur_shape[:ax], half, *cur_shape[ax + 1 :]]
+        lhs = [_as_tensor(d[tuple(lhs_idx)], t, pair_shape) for d, t in zip(datas, dtypes, strict=False)]
+        rhs = [_as_tensor(d[tuple(rhs_idx)], t, pair_shape) for d, t in zip(datas, dtypes, strict=False)]
         outs = _results(translate.call(combine_fn, *lhs, *rhs))
         batch = datas[0].shape[0]
         new = []
-        for out, d in zip(outs, datas):
-            arr = np.broadcast_to(out.handle.data, (batch,) + tuple(pair_shape))
+        for out, d in zip(outs, datas, strict=False):
+            arr = np.broadcast_to(out.handle.data, (batch, *pair_shape))
             if n % 2:
                 tail_idx = [slice(None)] * (len(shape) + 1)
                 tail_idx[ax + 1] = slice(n - 1, n)
@@ -155,7 +153,7 @@ def associative_scan(input, axis, combine_fn, reverse=False, **_ignored):
 
     if reverse:
         outs = [np.flip(d, axis=ax + 1) for d in outs]
-    results = [_as_tensor(np.ascontiguousarray(d), t, shape) for d, t in zip(outs, dtypes)]
+    results = [_as_tensor(np.ascontiguousarray(d), t, shape) for d, t in zip(outs, dtypes, strict=False)]
     return results[0] if single else tuple(results)
 
 
@@ -166,12 +164,15 @@ def _hillis_steele(datas, dtypes, shape, ax, combine_fn):
     step = 1
     while step < n:
         # lhs[i] = x[i - step]; positions i < step get a wrapped value, masked below
-        lhs = [_as_tensor(np.roll(d, step, axis=ax + 1), t, shape) for d, t in zip(datas, dtypes)]
-        rhs = [_as_tensor(d, t, shape) for d, t in zip(datas, dtypes)]
+        lhs = [_as_tensor(np.roll(d, step, axis=ax + 1), t, shape) for d, t in zip(datas, dtypes, strict=False)]
+        rhs = [_as_tensor(d, t, shape) for d, t in zip(datas, dtypes, strict=False)]
         with np.errstate(all="ignore"):
             outs = _results(translate.call(combine_fn, *lhs, *rhs))
         valid = position >= step
-        datas = [np.where(valid, o.handle.data, d.astype(o.handle.data.dtype, copy=False)) for o, d in zip(outs, datas)]
+        datas = [
+            np.where(valid, o.handle.data, d.astype(o.handle.data.dtype, copy=False))
+            for o, d in zip(outs, datas, strict=False)
+        ]
         dtypes = [o.dtype for o in outs]
         step *= 2
     return datas, dtypes

@@ -24,7 +24,6 @@ import threading
 import triton.language as tl
 
 from ._triton_adapter import JITFunction
-
 from .launch_state import current_semantic
 
 TO_TENSOR = "__flagos_to_tensor"
@@ -135,7 +134,9 @@ def translate_jit(jit_fn: JITFunction):
         raise RuntimeError(f"{jit_fn!r} was stripped for pickling and is not in a flagos binary")
     namespace = dict(fn.__globals__)
     if fn.__closure__:
-        namespace.update({name: cell.cell_contents for name, cell in zip(fn.__code__.co_freevars, fn.__closure__)})
+        namespace.update(
+            {name: cell.cell_contents for name, cell in zip(fn.__code__.co_freevars, fn.__closure__, strict=True)}
+        )
     translated = compile_function(src, fn.__name__, fn.__code__.co_filename, def_line(jit_fn), namespace)
     with _cache_lock:
         _cache[key] = (jit_fn, src, translated)

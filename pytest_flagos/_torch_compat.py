@@ -215,7 +215,6 @@ def get_device_interface(device_type: str) -> Any:
     registered for the device type (raises where there is none). torch._dynamo is imported
     first: devices may register their interface on that import (torch_fl does)."""
     import torch._dynamo  # noqa: F401
-
     from torch._dynamo.device_interface import get_interface_for_device
 
     return get_interface_for_device(device_type)

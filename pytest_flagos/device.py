@@ -246,7 +246,7 @@ def resolve_device(spec: str, device_module: str | None = None) -> ResolvedDevic
     # module (torch.cuda-shaped or not) second
     from . import device_api
 
-    device = torch.device(name, index)
+    device = torch.device(name) if index is None else torch.device(name, index)
     module = device_api.device_module(name)
     checks = []
     if device_api.accelerator_is(device):

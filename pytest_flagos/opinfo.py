@@ -278,7 +278,7 @@ def flatten(op: Any, sample: Any, device: Any) -> FlatSample:
 
     def call_on(where: Any, *inputs: Any) -> Any:
         values = list(constants)
-        for i, tensor in zip(positions, inputs):
+        for i, tensor in zip(positions, inputs, strict=False):
             values[i] = tensor
         for i in device_positions:
             values[i] = where
@@ -378,7 +378,10 @@ def _is_random(call: Callable[..., Any], tensors: Sequence[Any], dtype: Any) -> 
         except Exception:
             return False
         runs.append([t for t in pytree.tree_leaves(out) if torch.is_tensor(t)])
-    return any(a.shape != b.shape or not torch.equal(a.nan_to_num(), b.nan_to_num()) for a, b in zip(runs[0], runs[1]))
+    return any(
+        a.shape != b.shape or not torch.equal(a.nan_to_num(), b.nan_to_num())
+        for a, b in zip(runs[0], runs[1], strict=False)
+    )
 
 
 def _compare_leaf(path: str, got: Any, cpu: Any, ref: Any, dtype_slack: float) -> str | None:
@@ -435,6 +438,7 @@ def check_eager(sample: FlatSample, device: Any, dtype: Any, *, grads: bool, nam
 
     what = "forward and backward" if grads else "forward"
     cpu = torch.device("cpu")
+    device_error: Exception | None
     try:
         got, got_grads = _run(sample.call, sample.tensors, device, dtype, grads, 0)
     except Exception as exc:
@@ -467,7 +471,7 @@ def check_eager(sample: FlatSample, device: Any, dtype: Any, *, grads: bool, nam
     if grads:
         pairs += [
             (f"grad of input {i}", g, c, r)
-            for i, (g, c, r) in enumerate(zip(got_grads, cpu_grads, ref_grads or [None] * len(cpu_grads)))
+            for i, (g, c, r) in enumerate(zip(got_grads, cpu_grads, ref_grads or [None] * len(cpu_grads), strict=False))
         ]
     for what_, device_value, cpu_value, ref_value in pairs:
         d_leaves = pytree.tree_leaves(device_value)
@@ -476,7 +480,7 @@ def check_eager(sample: FlatSample, device: Any, dtype: Any, *, grads: bool, nam
         if len(d_leaves) != len(c_leaves):
             problems.append(f"{what_}: {len(d_leaves)} values where cpu gives {len(c_leaves)}")
             continue
-        for n, (d, c, r) in enumerate(zip(d_leaves, c_leaves, r_leaves)):
+        for n, (d, c, r) in enumerate(zip(d_leaves, c_leaves, r_leaves, strict=False)):
             path = f"{what_}[{n}]" if len(c_leaves) > 1 else what_
             if random and torch.is_tensor(c):
                 # random draws differ between generators: shapes and dtypes only

@@ -21,7 +21,7 @@ from .fixtures import (  # noqa: F401  (pytest finds fixtures in the plugin modu
     fresh_inductor_cache,
 )
 
-_DESELECTED_KEY = pytest.StashKey[list]()
+_DESELECTED_KEY = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -62,6 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     settings = options.read_settings(config)
     _check_output_paths(config, settings)
+    assert settings.device is not None  # device_given() above
     resolved = device_mod.resolve_device(settings.device, settings.device_module)
     if not resolved.available and settings.strict:
         raise pytest.UsageError(f"flagos: {resolved.unavailable_reason} (--flagos-strict)")
@@ -102,12 +103,11 @@ def _apply_worker_settings(settings: options.Settings) -> None:
         return
     from ._torch_compat import inductor_config
 
-    inductor_config = inductor_config()
-
+    inductor = inductor_config()
     if settings.compile_threads is not None:
-        inductor_config.compile_threads = settings.compile_threads
+        inductor.compile_threads = settings.compile_threads
     if settings.worker_start is not None:
-        inductor_config.worker_start_method = settings.worker_start
+        inductor.worker_start_method = settings.worker_start
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -157,10 +157,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     config = session.config
     # every xdist worker collects the same tests: let one of them warn
-    if _is_xdist_worker(config) and config.workerinput.get("workerid") != "gw0":
+    if _is_xdist_worker(config) and config.workerinput.get("workerid") != "gw0":  # type: ignore[attr-defined]  # xdist sets it
         return
     nodeids = [item.nodeid for item in session.items]
-    nodeids += config.stash.get(_DESELECTED_KEY, [])
+    deselected = config.stash.get(_DESELECTED_KEY, [])
+    nodeids += deselected
     from .expectations import stale_warning
 
     for entry in current.expectations.stale(nodeids, config.rootpath):

@@ -29,9 +29,7 @@ PROFILES = (PROFILE_CI, PROFILE_DEV, PROFILE_DEEP)
 
 
 def register_profiles() -> None:
-    from hypothesis import HealthCheck, settings
-
-    from hypothesis import Phase
+    from hypothesis import HealthCheck, Phase, settings
 
     per_test_fixtures = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
     settings.register_profile(

@@ -378,7 +378,7 @@ def _incomplete_lines(run: dict[str, Any]) -> list[str]:
     lines += [f"- {_code(nodeid)}" for nodeid in shown]
     if not_run["count"] > len(shown):
         lines.append(f"- ... and {not_run['count'] - len(shown)} more (the JSON report lists them all)")
-    return lines + [""] if shown else lines
+    return [*lines, ""] if shown else lines
 
 
 def _device_lines(device: dict[str, Any]) -> list[str]:

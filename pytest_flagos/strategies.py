@@ -239,7 +239,7 @@ class Residual:
         # features are not needed for forward lines of body layers
         for i, layer in enumerate(self.body):
             lines += layer.forward_lines(f"{attr}_{i}", rank)
-        return lines + [f"x = x + {attr}"]
+        return [*lines, f"x = x + {attr}"]
 
     def describe(self, f: int) -> str:
         inner = " -> ".join(layer.describe(g) for layer, _, g in self._walk("r", f))

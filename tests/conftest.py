@@ -4,7 +4,7 @@ import pytest
 
 # The project's tests run on flagos: load it now (torch's entry point only arms it,
 # flagos_autoload), so "flagos" device strings parse in every test module.
-import torch_fl  # noqa: F401,E402
+import torch_fl  # noqa: F401
 from tests.helpers import run_python
 
 

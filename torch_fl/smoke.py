@@ -47,7 +47,7 @@ def main() -> int:
     fl_losses, fl_params = train("flagos")
     print(f"  MLP losses cpu    {[round(v, 5) for v in cpu_losses]}")
     print(f"  MLP losses flagos {[round(v, 5) for v in fl_losses]}")
-    for a, b in zip(cpu_params, fl_params):
+    for a, b in zip(cpu_params, fl_params, strict=False):
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
     print(f"  {fl.memory_summary(0)}")
     print("smoke: flagos matches the CPU")

@@ -188,7 +188,7 @@ class Manifest:
     counts as missing when it is null, "" or []."""
 
     name: str = _key("must be a non-empty string", required=True, valid=str.strip)
-    runs_on: str | list[str] = _key(
+    runs_on: str | list[str] = _key(  # noqa: RUF009 (_key is a dataclasses.field, evaluated once by design)
         "must be a runner label or a list of labels (strings)", required=True, valid=_labels
     )
     setup: str = _key("must be the path of a script", required=True)
@@ -204,7 +204,8 @@ class Manifest:
         valid=lambda value: value.strip() and " " not in value.strip(),
     )
     container_options: str | None = _key("must be a string of docker options", valid=str.strip)
-    env: dict[str, Any] | None = _key("must be a mapping of VARIABLE: value")  # its entries: check_manifest
+    # Its entries: check_manifest.
+    env: dict[str, Any] | None = _key("must be a mapping of VARIABLE: value")  # noqa: RUF009 (a field)
 
 
 KEYS = tuple(field.name.replace("_", "-") for field in dataclasses.fields(Manifest))
@@ -313,7 +314,7 @@ class Config:
         argv = [
             f"--flagos-report={self.shard_report(shard)}" if a.startswith("--flagos-report=") else a for a in self.argv
         ]
-        return argv + ["--splits", str(n), "--group", str(k)]
+        return [*argv, "--splits", str(n), "--group", str(k)]
 
     def matrix_entries(self, shards: int) -> list[dict[str, Any]]:
         out = []
@@ -547,7 +548,7 @@ def load_config(path: Path, root: Path = ROOT) -> tuple[Config | None, list[str]
         where = f"line {exc.line}: " if exc.line else ""
         return None, [f"{where}{exc}"]
     if not isinstance(data, dict):
-        return None, problems + ["the file must be a mapping of the keys " + ", ".join(KEYS)]
+        return None, [*problems, "the file must be a mapping of the keys " + ", ".join(KEYS)]
 
     manifest, found = check_manifest(data, root)
     problems += found

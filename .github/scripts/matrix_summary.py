@@ -238,7 +238,7 @@ def _version(v: Any) -> str:
 def render(reports: list[dict[str, Any]], title: str = "flagos conformance matrix") -> str:
     area_names = sorted({a for r in reports for a in r["areas"]})
     lines = [f"# {title}", ""]
-    header = ["accelerator", "device", ALL] + area_names
+    header = ["accelerator", "device", ALL, *area_names]
     lines.append("| " + " | ".join(_esc(h) for h in header) + " |")
     lines.append("|---|---|" + "---|" * (1 + len(area_names)))
     for r in reports:

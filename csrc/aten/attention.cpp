@@ -73,10 +73,8 @@ int64_t choose_backend(const at::Tensor& query, const at::Tensor& key, const at:
       return aligned ? static_cast<int64_t>(SDPBackend::overrideable) : math;
     }
     case SDPBackend::efficient_attention:
-    case SDPBackend::cudnn_attention:
-      return has_mask && attn_mask->sym_size(-1) % kMaskAlignment != 0 ? math : choice;
-    default:
-      return choice;
+    case SDPBackend::cudnn_attention: return has_mask && attn_mask->sym_size(-1) % kMaskAlignment != 0 ? math : choice;
+    default: return choice;
   }
 }
 
@@ -87,8 +85,7 @@ void check_cuda_compute(const char* op, const at::Tensor& query) {
                               ". scaled_dot_product_attention uses the math backend here.");
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor,
-           at::Tensor>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor, at::Tensor, at::Tensor>
 fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal, bool return_debug_mask,
                 std::optional<double> scale) {
@@ -100,21 +97,21 @@ fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
       at::_scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, return_debug_mask, scale);
   // No debug mask unless asked: what the op's meta function (what compiled
   // code plans with) returns.
-  return {out,   logsumexp,   cum_seq_q,     cum_seq_k,
-          max_q, max_k,       philox_seed,   philox_offset,
-          return_debug_mask ? debug_mask : at::Tensor()};
+  return {out,         logsumexp,     cum_seq_q,
+          cum_seq_k,   max_q,         max_k,
+          philox_seed, philox_offset, return_debug_mask ? debug_mask : at::Tensor()};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
     const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
     const at::Tensor& logsumexp, const at::Tensor& cum_seq_q, const at::Tensor& cum_seq_k, c10::SymInt max_q,
-    c10::SymInt max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed,
-    const at::Tensor& philox_offset, std::optional<double> scale) {
+    c10::SymInt max_k, double dropout_p, bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+    std::optional<double> scale) {
   check_cuda_compute("aten::_scaled_dot_product_fused_attention_overrideable_backward", query);
   auto [grad_q, grad_k, grad_v] = at::_scaled_dot_product_flash_attention_backward_symint(
-      grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, std::move(max_q), std::move(max_k),
-      dropout_p, is_causal, philox_seed, philox_offset, scale);
+      grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, std::move(max_q), std::move(max_k), dropout_p,
+      is_causal, philox_seed, philox_offset, scale);
   return {grad_q, grad_k, grad_v, at::Tensor()};  // no mask, so no mask gradient
 }
 

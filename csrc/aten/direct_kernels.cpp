@@ -181,6 +181,7 @@ DirectKernel direct() {
 // cuda; on host they allocate on flagos and call the out= form).
 std::vector<DirectKernel> direct_kernels() {
   namespace ops = at::_ops;
+  // clang-format off: a table, three kernels a row.
   return {
       direct<ops::mm>(),         direct<ops::mm_out>(),         direct<ops::addmm>(),
       direct<ops::addmm_out>(),  direct<ops::bmm>(),            direct<ops::bmm_out>(),
@@ -197,6 +198,7 @@ std::vector<DirectKernel> direct_kernels() {
       direct<ops::cat_out>(),    direct<ops::where_self>(),     direct<ops::where_self_out>(),
       direct<ops::fill__Scalar>(), direct<ops::_softmax>(),     direct<ops::_softmax_out>(),
   };
+  // clang-format on
 }
 
 }  // namespace

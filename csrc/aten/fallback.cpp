@@ -228,8 +228,8 @@ at::Tensor adopt_result(const at::Tensor& r, c10::DeviceIndex index) {
 // conv_layout_of_compute_device): cuDNN's suggestion on the cuda accelerator,
 // so a channels-last convolution stays channels-last without a copy.
 at::MemoryFormat predicted_conv_format(const at::Tensor& input, const at::Tensor& weight) {
-  const auto backend = compute_device_type() == c10::kCUDA ? at::native::ConvBackend::Cudnn
-                                                           : at::native::ConvBackend::Overrideable;
+  const auto backend =
+      compute_device_type() == c10::kCUDA ? at::native::ConvBackend::Cudnn : at::native::ConvBackend::Overrideable;
   at::MemoryFormat format = at::native::_determine_backend_memory_format(input, weight, backend);
   bool fits = (format == at::MemoryFormat::ChannelsLast && input.dim() == 4) ||
               (format == at::MemoryFormat::ChannelsLast3d && input.dim() == 5);
@@ -273,9 +273,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable
   c10::DeviceGuard guard(input.device());
   ComputeStreamGuard on_flagos_stream(input.device().index());
   std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
-  auto [gi, gw, gb] = at::convolution_backward(as_compute(grad_output), as_compute(input), as_compute(weight),
-                                               bias_sizes, stride, padding, dilation, transposed, output_padding,
-                                               groups, output_mask);
+  auto [gi, gw, gb] =
+      at::convolution_backward(as_compute(grad_output), as_compute(input), as_compute(weight), bias_sizes, stride,
+                               padding, dilation, transposed, output_padding, groups, output_mask);
   c10::DeviceIndex index = input.device().index();
   at::MemoryFormat format = predicted_conv_format(input, weight);
   return {adopt_result(in_format(gi, format), index), adopt_result(in_format(gw, format), index),

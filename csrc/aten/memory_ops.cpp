@@ -31,9 +31,8 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c
   impl->set_storage_offset(offset);
   if (stride.empty()) impl->set_sizes_contiguous(size);
   else impl->set_sizes_and_strides(size, stride);
-  size_t bytes = stride.empty()
-                     ? at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), offset)
-                     : at::detail::computeStorageNbytes(size, stride, self.dtype().itemsize(), offset);
+  size_t bytes = stride.empty() ? at::detail::computeStorageNbytesContiguous(size, self.dtype().itemsize(), offset)
+                                : at::detail::computeStorageNbytes(size, stride, self.dtype().itemsize(), offset);
   ensure_storage_bytes(self, bytes);
   return self;
 }
@@ -71,9 +70,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   TORCH_CHECK(!pin_memory.value_or(false), "flagos: pin_memory applies to host tensors, not flagos tensors");
   c10::DeviceIndex index = index_or_current(device);
   c10::DeviceGuard guard(c10::Device(kDeviceType, index));
-  return at::detail::empty_strided_generic(size, stride, allocator(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  return at::detail::empty_strided_generic(
+      size, stride, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype));
 }
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
@@ -124,8 +122,6 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 // The memory stays reserved until the work queued on `stream` is done.
-void record_stream_op(at::Tensor& self, c10::Stream stream) {
-  record_stream(self.storage().data_ptr(), stream);
-}
+void record_stream_op(at::Tensor& self, c10::Stream stream) { record_stream(self.storage().data_ptr(), stream); }
 
 }  // namespace flagos

@@ -58,13 +58,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&native_group_norm_boxed>());
   m.impl("native_group_norm_backward", torch::CppFunction::makeFromBoxedFunction<&native_group_norm_backward_boxed>());
   m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_boxed>());
-  m.impl("native_batch_norm_backward",
-         torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_backward_boxed>());
+  m.impl("native_batch_norm_backward", torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_backward_boxed>());
 }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
-}
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>()); }
 
 // Two kinds of aten ops get a kernel for a backend outside CPU/CUDA that
 // decomposes them, where the compute device has a kernel of its own; on

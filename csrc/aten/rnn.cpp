@@ -79,10 +79,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward_impl(
   at::Tensor go = has_hy ? aliases.to_compute(*grad_hy_opt).to(acc) : at::zeros_like(tanh_cy);
   at::Tensor gc = go * o * (1 - tanh_cy * tanh_cy);
   if (has_cy) gc = gc + aliases.to_compute(*grad_cy_opt).to(acc);
-  at::Tensor grad_gates = at::cat({gc * g * i * (1 - i), gc * c_in * f * (1 - f), gc * i * (1 - g * g),
-                                   go * tanh_cy * o * (1 - o)},
-                                  1)
-                              .to(dtype);
+  at::Tensor grad_gates =
+      at::cat({gc * g * i * (1 - i), gc * c_in * f * (1 - f), gc * i * (1 - g * g), go * tanh_cy * o * (1 - o)}, 1)
+          .to(dtype);
   at::Tensor grad_cx = (gc * f).to(dtype);
   at::Tensor grad_bias = has_bias ? grad_gates.sum(0, /*keepdim=*/false) : at::Tensor();
   return {aliases.to_flagos(grad_gates), aliases.to_flagos(grad_cx), aliases.to_flagos(grad_bias)};
@@ -138,8 +137,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru
     grad_input_bias = grad_input_gates.sum(0, /*keepdim=*/false);
     grad_hidden_bias = grad_hidden_gates.sum(0, /*keepdim=*/false);
   }
-  return {aliases.to_flagos(grad_input_gates), aliases.to_flagos(grad_hidden_gates),
-          aliases.to_flagos(ghx.to(dtype)), aliases.to_flagos(grad_input_bias), aliases.to_flagos(grad_hidden_bias)};
+  return {aliases.to_flagos(grad_input_gates), aliases.to_flagos(grad_hidden_gates), aliases.to_flagos(ghx.to(dtype)),
+          aliases.to_flagos(grad_input_bias), aliases.to_flagos(grad_hidden_bias)};
 }
 
 }  // namespace

@@ -252,16 +252,15 @@ class DistributedBackend final : public c10d::Backend {
     return run(call, outputs, [&](c10d::Backend& e) { return e.allgather_into_tensor_coalesced(out, in, opts); });
   }
 
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override {
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override {
     Call call("gather");
     auto out = call.view(outputs);
     auto in = call.view(inputs);
     return run(call, flatten(outputs), [&](c10d::Backend& e) { return e.gather(out, in, opts); });
   }
 
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override {
     Call call("scatter");
     auto out = call.view(outputs);
@@ -295,8 +294,7 @@ class DistributedBackend final : public c10d::Backend {
   }
 
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
-                                               std::vector<int64_t>& output_splits,
-                                               std::vector<int64_t>& input_splits,
+                                               std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits,
                                                const c10d::AllToAllOptions& opts) override {
     Call call("alltoall_base");
     at::Tensor out = call.view(output), in = call.view(input);

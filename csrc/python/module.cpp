@@ -94,7 +94,8 @@ void raise_device_index_error(const std::string& message) {
 
 PyObject* make_device_index_error() {
   py::object torch = py::module_::import("torch");
-  py::object runtime_error = py::getattr(torch, "AcceleratorError", py::reinterpret_borrow<py::object>(PyExc_RuntimeError));
+  py::object runtime_error =
+      py::getattr(torch, "AcceleratorError", py::reinterpret_borrow<py::object>(PyExc_RuntimeError));
   py::tuple bases = py::make_tuple(py::reinterpret_borrow<py::object>(PyExc_IndexError), runtime_error);
   PyObject* cls = PyErr_NewExceptionWithDoc(
       "torch_fl._C.DeviceIndexError",
@@ -148,9 +149,8 @@ PYBIND11_MODULE(_C, m) {
     return pack(c10::Stream(c10::Stream::DEFAULT, c10::Device(flagos::kDeviceType, static_cast<c10::DeviceIndex>(i))));
   });
   m.def("_set_stream", [](int64_t id, int i) { flagos::exchange_stream(unpack(id, i)); });
-  m.def("_raw_stream", [](int64_t id, int i) {
-    return reinterpret_cast<uintptr_t>(flagos::native_stream(unpack(id, i)));
-  });
+  m.def("_raw_stream",
+        [](int64_t id, int i) { return reinterpret_cast<uintptr_t>(flagos::native_stream(unpack(id, i))); });
 
   // What compiled code passes to kernel launches: the current stream's handle.
   m.def("_current_raw_stream", [](int i) {
@@ -160,15 +160,15 @@ PYBIND11_MODULE(_C, m) {
   // What compiled code allocates its buffers with (torch_fl/compile: inductor's
   // generic empty_strided costs Python argument parsing and a dispatch per
   // buffer); on the current device, as the generated code runs under its guard.
-  m.def("_empty_strided", [](const std::vector<int64_t>& size, const std::vector<int64_t>& stride,
-                             const py::object& dtype) {
-    TORCH_CHECK(THPDtype_Check(dtype.ptr()), "flagos: _empty_strided expects a torch.dtype");
-    TORCH_CHECK(size.size() == stride.size(), "flagos: _empty_strided got ", size.size(), " sizes and ",
-                stride.size(), " strides");
-    return at::Tensor(at::detail::empty_strided_generic(size, stride, flagos::allocator(),
-                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                             reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type));
-  });
+  m.def("_empty_strided",
+        [](const std::vector<int64_t>& size, const std::vector<int64_t>& stride, const py::object& dtype) {
+          TORCH_CHECK(THPDtype_Check(dtype.ptr()), "flagos: _empty_strided expects a torch.dtype");
+          TORCH_CHECK(size.size() == stride.size(), "flagos: _empty_strided got ", size.size(), " sizes and ",
+                      stride.size(), " strides");
+          return at::Tensor(at::detail::empty_strided_generic(size, stride, flagos::allocator(),
+                                                              c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                              reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type));
+        });
 
 #ifdef FLAGOS_WITH_DISTRIBUTED
   // torch_fl.distributed's c10d backend over existing engines (ProcessGroupGloo, ProcessGroupNCCL).
@@ -176,9 +176,8 @@ PYBIND11_MODULE(_C, m) {
       "_distributed_backend",
       [](c10::intrusive_ptr<c10d::Backend> device_engine, std::optional<c10::intrusive_ptr<c10d::Backend>> cpu_engine,
          int rank, int size) {
-        return flagos::make_distributed_backend(std::move(device_engine),
-                                                cpu_engine ? *cpu_engine : c10::intrusive_ptr<c10d::Backend>(), rank,
-                                                size);
+        return flagos::make_distributed_backend(
+            std::move(device_engine), cpu_engine ? *cpu_engine : c10::intrusive_ptr<c10d::Backend>(), rank, size);
       },
       py::arg("device_engine"), py::arg("cpu_engine"), py::arg("rank"), py::arg("size"));
 #endif

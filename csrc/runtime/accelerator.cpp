@@ -86,8 +86,8 @@ const flagos_accelerator& accelerator() {
 void check(flagos_status status, const char* what) {
   if (status == FLAGOS_SUCCESS) return;
   const char* message = accelerator().error_string(status);
-  TORCH_CHECK(false, "flagos: ", what, " failed on the '", accelerator().name, "' accelerator: ", message,
-              " (status ", static_cast<int>(status), ")");
+  TORCH_CHECK(false, "flagos: ", what, " failed on the '", accelerator().name, "' accelerator: ", message, " (status ",
+              static_cast<int>(status), ")");
 }
 
 c10::DeviceIndex device_count() {

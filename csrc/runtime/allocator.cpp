@@ -21,7 +21,7 @@
 namespace flagos {
 namespace {
 
-constexpr size_t kRound = 512;             // block granularity
+constexpr size_t kRound = 512;              // block granularity
 constexpr size_t kMaxSlackSmall = 1 << 20;  // reuse a cached block at most this much bigger
 
 size_t round_size(size_t n) { return n == 0 ? 0 : (n + kRound - 1) / kRound * kRound; }

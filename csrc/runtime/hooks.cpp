@@ -45,7 +45,9 @@ uint64_t FlagosGeneratorImpl::seed() { return engine_.seed(); }
 void FlagosGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   engine_.unsafeGetGeneratorImpl()->set_state(new_state);
 }
-c10::intrusive_ptr<c10::TensorImpl> FlagosGeneratorImpl::get_state() const { return engine_.get_state().getIntrusivePtr(); }
+c10::intrusive_ptr<c10::TensorImpl> FlagosGeneratorImpl::get_state() const {
+  return engine_.get_state().getIntrusivePtr();
+}
 
 FlagosGeneratorImpl* FlagosGeneratorImpl::clone_impl() const {
   auto* copy = new FlagosGeneratorImpl(device().index(), 0);
@@ -88,9 +90,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex index) const override { return exchangeDevice(index); }
 
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
-    return default_generator(index);
-  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override { return default_generator(index); }
   at::Generator getNewGenerator(c10::DeviceIndex index) const override {
     if (index < 0) index = current_device();
     check_index(index);

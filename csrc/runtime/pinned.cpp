@@ -39,8 +39,7 @@ void free_pinned(void* handle) {
 struct PinnedAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t size) override {
     const flagos_accelerator& acc = accelerator();
-    TORCH_CHECK(FLAGOS_HAS_ENTRY(&acc, pinned_alloc) && FLAGOS_HAS_ENTRY(&acc, pinned_free), "flagos: the '",
-                acc.name,
+    TORCH_CHECK(FLAGOS_HAS_ENTRY(&acc, pinned_alloc) && FLAGOS_HAS_ENTRY(&acc, pinned_free), "flagos: the '", acc.name,
                 "' accelerator has no pinned host memory (its table has no pinned_alloc); "
                 "use pageable tensors (pin_memory=False).");
     if (size == 0) return {nullptr, nullptr, &free_pinned, c10::Device(c10::kCPU)};

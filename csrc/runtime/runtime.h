@@ -73,9 +73,9 @@ class ComputeStreamGuard {
 
 // ---- allocator (allocator.cpp) ----
 struct DeviceStats {
-  int64_t allocated = 0, allocated_peak = 0;   // bytes in live tensors
-  int64_t reserved = 0, reserved_peak = 0;     // bytes held from the accelerator (+ adopted)
-  int64_t adopted = 0;                         // bytes of compute-device outputs taken over
+  int64_t allocated = 0, allocated_peak = 0;  // bytes in live tensors
+  int64_t reserved = 0, reserved_peak = 0;    // bytes held from the accelerator (+ adopted)
+  int64_t adopted = 0;                        // bytes of compute-device outputs taken over
   int64_t active_blocks = 0, cached_blocks = 0;
   int64_t num_allocs = 0, num_frees = 0, num_ooms = 0, num_alloc_retries = 0, num_device_mallocs = 0;
 };

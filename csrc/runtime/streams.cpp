@@ -27,7 +27,7 @@ struct DeviceStreams {
   // StreamId -> handle. Id 0, the default stream, is a real stream too, so the
   // raw handle given to compiled code is never a placeholder constant.
   std::deque<flagos_stream> handles;
-  std::vector<c10::StreamId> pool;             // created on first use
+  std::vector<c10::StreamId> pool;  // created on first use
   size_t next_pool = 0;
 };
 
@@ -153,17 +153,11 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(device.type() == kDeviceType, "flagos: expected a flagos device, got ", device);
     set_device(device.index());
   }
-  void uncheckedSetDevice(c10::Device device) const noexcept override {
-    accelerator().set_device(device.index());
-  }
+  void uncheckedSetDevice(c10::Device device) const noexcept override { accelerator().set_device(device.index()); }
 
   c10::Stream getStream(c10::Device device) const override { return current_stream(device.index()); }
-  c10::Stream getDefaultStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
-  }
-  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override {
-    return pool_stream(device.index());
-  }
+  c10::Stream getDefaultStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override { return pool_stream(device.index()); }
   c10::Stream getNewStream(c10::Device device, int priority) const override {
     return new_stream(device.index(), priority);
   }
@@ -202,8 +196,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override {
-    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "flagos: event of flagos:",
-                static_cast<int>(device_index), " cannot be recorded on a stream of ", stream.device());
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
+                "flagos: event of flagos:", static_cast<int>(device_index), " cannot be recorded on a stream of ",
+                stream.device());
     if (*event == nullptr) {
       // torch.Event(enable_timing=True) asks for BACKEND_DEFAULT; PYTORCH_DEFAULT means no timing.
       uint32_t flags = flag == c10::EventFlag::BACKEND_DEFAULT ? FLAGOS_EVENT_DEFAULT : FLAGOS_EVENT_DISABLE_TIMING;

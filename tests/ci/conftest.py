@@ -6,6 +6,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
 from ci_helpers import ScratchRepo, load_script
 
 

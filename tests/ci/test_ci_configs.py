@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from ci_helpers import GOOD_CONFIG, REPO, SCRIPTS, run_script
 
 from tests.helpers import run_python
+
+from ci_helpers import GOOD_CONFIG, REPO, SCRIPTS, run_script
 
 CONFIG = ".github/configs/acc.yml"
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from ci_helpers import REPO, run_script
 
 OUTCOMES = ("passed", "failed", "error", "xfailed", "xpassed", "skipped")

@@ -7,9 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from ci_helpers import REPO
 
 from tests.helpers import run_python
+
+from ci_helpers import REPO
 
 yaml = pytest.importorskip("yaml")  # comes with mkdocs (make docs)
 
@@ -61,7 +62,7 @@ def workflow(request) -> tuple[str, dict]:
 
 
 def test_only_the_pinned_actions(workflow):
-    name, data = workflow
+    _name, data = workflow
     used = {step["uses"] for _, step in steps(data) if "uses" in step}
     used |= {job["uses"] for job in data["jobs"].values() if "uses" in job}
     assert used <= ALLOWED_ACTIONS, used - ALLOWED_ACTIONS

@@ -33,7 +33,7 @@ def _run_ranks(argv_of_rank, world: int = 2, env: dict | None = None, timeout: f
         for rank in range(world)
     ]
     outputs = [p.communicate(timeout=timeout) for p in processes]
-    for rank, (p, (out, err)) in enumerate(zip(processes, outputs)):
+    for rank, (p, (_out, err)) in enumerate(zip(processes, outputs, strict=False)):
         assert p.returncode == 0, f"rank {rank} exited with {p.returncode}:\n{err[-3000:]}"
     return [out for out, _ in outputs]
 

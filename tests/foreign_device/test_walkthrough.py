@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 
 import pytest
+import tomllib
 
 from tests.foreign_device import walkthrough
 from tests.foreign_device.conftest import REPO
@@ -86,7 +86,7 @@ def test_every_failure_is_a_gap_of_the_device(conformance_run):
 def _failure_sections(stdout):
     """{test name: its section of pytest's FAILURES}"""
     parts = re.split(r"^_{3,} (\S+) _{3,}$", stdout, flags=re.M)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=False))
 
 
 def test_every_failure_names_the_gap():

@@ -9,7 +9,6 @@ from torch._dynamo.utils import counters
 import torch_fl.compile
 from tests.requirements import accelerator
 
-
 # The wrapper's entry point: `def call(args)` (2.11) or a method `def call(self, args)` (2.13).
 CALL = re.compile(r"def call\((self, )?args\)")
 
@@ -176,5 +175,5 @@ def test_direct_allocation_is_an_ordinary_flagos_tensor(flagos_device):
     assert t.cpu().eq(2).all()
     with pytest.raises(RuntimeError, match="2 sizes and 1 strides"):
         torch_fl._C._empty_strided((4, 3), (1,), torch.float32)
-    with pytest.raises(RuntimeError, match="expects a torch.dtype"):
+    with pytest.raises(RuntimeError, match=r"expects a torch.dtype"):
         torch_fl._C._empty_strided((4,), (1,), "float32")

@@ -18,7 +18,7 @@ from tests import helpers
 
 REPO = Path(__file__).resolve().parents[2]
 # the plugin's settings (from its one table of options) and what a flagos parent passes its children
-FLAGOS_ENV = tuple(opt.env for opt in OPTIONS) + ("FLAGOS_AUTOLOAD",)
+FLAGOS_ENV = (*(opt.env for opt in OPTIONS), "FLAGOS_AUTOLOAD")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -13,9 +13,9 @@ import os
 
 import pytest
 
-from plugin_helpers import load_report, usage_error_line
-
 from pytest_flagos.options import OPTIONS
+
+from plugin_helpers import load_report, usage_error_line
 
 PASSING = "def test_ok():\n    pass\n"
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from plugin_helpers import usage_error_line
 from pytest_flagos.expectations import Entry, Expectations
+
+from plugin_helpers import usage_error_line
 
 SUITE = """
 def test_fails():

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from plugin_helpers import usage_error_line
-
 from pytest_flagos.options import OPTIONS
+
+from plugin_helpers import usage_error_line
 
 SETTINGS_PROBE = """
 import json

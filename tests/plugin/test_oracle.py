@@ -149,7 +149,7 @@ def test_tolerances_and_eager_error_rule():
     # eager itself off by 0.1: compiled may be off by up to 2x that, not more
     eager_off = (ref + 0.1).to(torch.float32)
     check.compare(eager_off + 0.05, eager_off, ref)
-    with pytest.raises(check.CompiledMismatch, match="compiled deviates more than 2.0x"):
+    with pytest.raises(check.CompiledMismatch, match=r"compiled deviates more than 2.0x"):
         check.compare(ref.float() + 0.35, eager_off, ref)
     # integer results must be equal
     with pytest.raises(check.CompiledMismatch, match="values differ"):

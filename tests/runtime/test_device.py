@@ -4,7 +4,6 @@ import pytest
 import torch
 
 import torch_fl
-
 from tests.requirements import host_only, two_devices
 
 

@@ -272,7 +272,7 @@ def test_two_linear_mlp_trains_like_on_cpu():
     assert fl_losses[-1] < fl_losses[0]
     # float32 tolerances: the losses are float32 values (a GPU sums in another order)
     torch.testing.assert_close(torch.tensor(fl_losses), torch.tensor(cpu_losses))
-    for a, b in zip(fl_params + fl_grads, cpu_params + cpu_grads):
+    for a, b in zip(fl_params + fl_grads, cpu_params + cpu_grads, strict=False):
         torch.testing.assert_close(a, b)
 
 
@@ -296,5 +296,5 @@ def test_small_conv_net_forward_and_backward_match_cpu():
     out = net(x.to("flagos"))
     out.sum().backward()
     torch.testing.assert_close(out.cpu(), reference)
-    for p, expected in zip(net.parameters(), cpu_grads):
+    for p, expected in zip(net.parameters(), cpu_grads, strict=False):
         torch.testing.assert_close(p.grad.cpu(), expected)

@@ -72,7 +72,7 @@ def test_fused_cells_in_half_precision_match_float_math(cell):
     op = torch.ops.aten._thnn_fused_lstm_cell if cell == "lstm" else torch.ops.aten._thnn_fused_gru_cell
     reference = op(*[a.to("flagos") for a in args])
     half = op(*[a.to("flagos", torch.bfloat16) for a in args])
-    for r, h in zip(reference, half):
+    for r, h in zip(reference, half, strict=False):
         assert h.dtype == torch.bfloat16
         torch.testing.assert_close(h.float().cpu(), r.cpu(), rtol=2e-2, atol=2e-2)
 

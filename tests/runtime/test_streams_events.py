@@ -5,9 +5,8 @@ import time
 import pytest
 import torch
 
-from torch_fl.flagos.streams import cuda_event_is_dummy, event_lineage
-
 from tests.requirements import two_devices
+from torch_fl.flagos.streams import cuda_event_is_dummy, event_lineage
 
 on_cuda_lineage = event_lineage() == "torch.cuda.Event"
 

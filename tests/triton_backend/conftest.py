@@ -8,7 +8,6 @@ the driver is forced active by monkeypatching ``presence.host_accelerator_active
 
 import pytest
 import torch
-
 import triton
 from triton.compiler.compiler import ASTSource
 from triton.runtime import driver as triton_driver

@@ -9,7 +9,6 @@ program at a time.
 import dataclasses
 
 import torch
-
 import triton
 import triton.language as tl
 
@@ -20,7 +19,7 @@ from flagos_triton import analysis, binary, launcher
 def pid_loop_kernel(out_ptr, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     acc = tl.zeros([BLOCK], tl.float32)
-    for i in range(pid):
+    for i in range(pid):  # noqa: B007 (a Triton kernel: the loop is what is tested)
         acc += 1.0
     tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
 
@@ -29,7 +28,7 @@ def pid_loop_kernel(out_ptr, BLOCK: tl.constexpr):
 def arg_loop_kernel(out_ptr, n_iter, flag, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     acc = tl.zeros([BLOCK], tl.float32)
-    for i in range(n_iter):
+    for i in range(n_iter):  # noqa: B007 (a Triton kernel: the loop is what is tested)
         acc += pid
     if flag > 0:  # uniform branch: a kernel argument
         acc = acc * 2

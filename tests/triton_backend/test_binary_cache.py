@@ -4,7 +4,6 @@ import json
 
 import pytest
 import torch
-
 import triton
 import triton.language as tl
 

@@ -5,7 +5,6 @@ import types
 
 import pytest
 import torch
-
 import triton
 import triton.language as tl
 from triton.backends import _find_concrete_subclasses

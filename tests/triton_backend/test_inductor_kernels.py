@@ -13,7 +13,6 @@ indirect indexing, atomics).
 
 import pytest
 import torch
-
 import triton
 import triton.backends
 from triton.backends import Backend
@@ -76,7 +75,7 @@ def _check(fn, *args, atol=1e-5, rtol=1e-5):
     out, code = run_and_get_code(torch.compile(fn), *args)
     assert any("@triton.jit" in c for c in code), "inductor did not generate Triton kernels"
     ref = fn(*args)
-    for got, want in zip(_flat(out), _flat(ref)):
+    for got, want in zip(_flat(out), _flat(ref), strict=False):
         torch.testing.assert_close(got, want, atol=atol, rtol=rtol, equal_nan=True)
     return code
 

@@ -6,11 +6,11 @@ host RAM, so this is the memory the launcher works on (no copies).
 
 import pytest
 import torch
-
 import triton
 import triton.language as tl
 from torch._inductor.runtime import triton_helpers
-from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+from torch._inductor.runtime.triton_helpers import libdevice
+from torch._inductor.runtime.triton_helpers import math as tl_math
 
 from flagos_triton import binary, launcher
 
@@ -168,7 +168,7 @@ def persistent_norm_kernel(in_ptr, w_ptr, out_ptr, mean_ptr, xnumel, r0_numel: t
     v = tl.load(in_ptr + (r0 + r0_numel * xindex), rmask & xmask, other=0.0)
     w = tl.load(w_ptr + r0, rmask, other=0.0)
     vb = tl.broadcast_to(v, [XBLOCK, R0_BLOCK])
-    mean, m2, weight = triton_helpers.welford(
+    mean, m2, weight = triton_helpers.welford(  # noqa: RUF059 (mirrors inductor's generated kernel)
         tl.where(rmask & xmask, vb, 0.0), tl.zeros_like(vb), tl.where(rmask & xmask, 1.0, 0.0), 1
     )
     mean = mean[:, None]
@@ -286,7 +286,7 @@ def test_libdevice_externs(compile_kernel, rng, dtype):
         out = torch.empty(n, dtype=dtype)
         k[(triton.cdiv(n, 128), 1, 1)](x, out, n, helper, 128)
         tol = dict(rtol=2e-5, atol=2e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-10)
-        torch.testing.assert_close(out, ref_fn(x), equal_nan=True, msg=lambda m: f"{name}: {m}", **tol)
+        torch.testing.assert_close(out, ref_fn(x), equal_nan=True, msg=lambda m, name=name: f"{name}: {m}", **tol)
 
 
 # jit helpers must come from source in a file; one per extern
@@ -451,7 +451,7 @@ def scan_kernel(x_ptr, o1, o2, o3, R: tl.constexpr):
     offs = tl.arange(0, R)
     x = tl.load(x_ptr + pid * R + offs)
     tl.store(o1 + pid * R + offs, tl.cumsum(x, 0))
-    v, i = tl.associative_scan((x, offs), 0, triton_helpers.maximum_with_index)
+    v, i = tl.associative_scan((x, offs), 0, triton_helpers.maximum_with_index)  # noqa: RUF059 (a Triton kernel)
     tl.store(o2 + pid * R + offs, v)
     tl.store(o3 + pid, tl.argmax(x, 0))
 

@@ -10,13 +10,12 @@ import threading
 
 import pytest
 import torch
-
 import triton
 import triton.language as tl
+from torch._inductor.runtime import triton_helpers
 from triton.backends.compiler import GPUTarget
 from triton.compiler.compiler import ASTSource
 from triton.runtime.jit import JITFunction
-from torch._inductor.runtime import triton_helpers
 
 from flagos_triton import lang_adapter, launcher
 from tests.helpers import run_python

@@ -121,8 +121,9 @@ def test_binary_is_self_contained(host_backend, tmp_path, rng, monkeypatch):
     """Even with the helpers' module unimportable, the carried sources run."""
     payload = _run_worker(tmp_path)
     result = pickle.loads(payload)
-    from flagos_triton import binary as flagos_binary
     import importlib
+
+    from flagos_triton import binary as flagos_binary
 
     real_import = importlib.import_module
 

@@ -31,7 +31,7 @@ def _as_index(device) -> int:
     return _index(device)
 
 
-class FlagosInterface(DeviceInterface):
+class FlagosInterface(DeviceInterface):  # type: ignore[misc, valid-type]  # a base known at run time
     device = torch.flagos.device
     Event = streams.Event
     Stream = streams.Stream

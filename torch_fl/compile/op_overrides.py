@@ -6,7 +6,7 @@ from ._inductor_adapter import device_op_overrides_base
 DeviceOpOverrides = device_op_overrides_base()
 
 
-class FlagosDeviceOpOverrides(DeviceOpOverrides):
+class FlagosDeviceOpOverrides(DeviceOpOverrides):  # type: ignore[misc, valid-type]  # a base known at run time
     def import_get_raw_stream_as(self, name: str) -> str:
         # The current flagos stream, read at every call: never a cached constant.
         return f"from torch_fl.compile.device_interface import get_raw_stream as {name}"

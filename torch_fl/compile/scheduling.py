@@ -7,7 +7,7 @@ from .workers import ensure_workers_see_flagos
 TritonScheduling = triton_scheduling_base()
 
 
-class FlagosScheduling(TritonScheduling):
+class FlagosScheduling(TritonScheduling):  # type: ignore[misc, valid-type]  # a base known at run time
     """TritonScheduling that first makes sure the compile workers can see flagos."""
 
     def __init__(self, scheduler=None):

@@ -7,6 +7,7 @@ This module *is* ``torch.flagos`` (the same object). Everything that takes a
 
 from ._device import (
     DeviceIndexError,
+    accelerator_name,
     current_device,
     device,
     device_count,
@@ -20,7 +21,6 @@ from ._device import (
     is_initialized,
     set_device,
     synchronize,
-    accelerator_name,
 )
 from .amp import get_amp_supported_dtype
 from .memory import (

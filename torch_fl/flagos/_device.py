@@ -96,7 +96,7 @@ class device_of(device):
         super().__init__(obj.get_device() if obj.device.type == DEVICE_TYPE else None)
 
 
-_Properties = namedtuple(
+_Properties = namedtuple(  # type: ignore[name-match]  # the class name shows in repr()
     "_FlagosDeviceProperties",
     [
         "name",

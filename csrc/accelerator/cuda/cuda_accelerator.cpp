@@ -238,8 +238,7 @@ flagos_status cuda_stream_create(int32_t device, int32_t priority, flagos_stream
   cudaDeviceGetStreamPriorityRange(&least, &greatest);
   int p = std::min(least, std::max(greatest, static_cast<int>(priority)));
   cudaStream_t s = nullptr;
-  flagos_status status =
-      on_device(device, [&] { return cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, p); });
+  flagos_status status = on_device(device, [&] { return cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, p); });
   *stream = reinterpret_cast<flagos_stream>(s);
   return status;
 }
@@ -270,9 +269,7 @@ flagos_status cuda_event_record(flagos_event event, flagos_stream stream) {
   return status_of(cudaEventRecord(as_cuda(event), as_cuda(stream)));
 }
 flagos_status cuda_event_query(flagos_event event) { return status_of(cudaEventQuery(as_cuda(event))); }
-flagos_status cuda_event_synchronize(flagos_event event) {
-  return status_of(cudaEventSynchronize(as_cuda(event)));
-}
+flagos_status cuda_event_synchronize(flagos_event event) { return status_of(cudaEventSynchronize(as_cuda(event))); }
 
 flagos_status cuda_event_elapsed_time(float* milliseconds, flagos_event start, flagos_event end) {
   cudaError_t err = cudaEventElapsedTime(milliseconds, as_cuda(start), as_cuda(end));

@@ -81,8 +81,8 @@ struct HostState {
         count = static_cast<int32_t>(n);
       } else {
         count = 0;
-        config_error = std::string("FLAGOS_HOST_DEVICE_COUNT='") + env + "' is not a device count: use a whole number " +
-                       "from 1 to " + std::to_string(kMaxDevices);
+        config_error = std::string("FLAGOS_HOST_DEVICE_COUNT='") + env +
+                       "' is not a device count: use a whole number " + "from 1 to " + std::to_string(kMaxDevices);
       }
     }
     if (const char* env = std::getenv("FLAGOS_HOST_MEMORY_LIMIT")) {
@@ -193,10 +193,8 @@ flagos_status host_free(int32_t device, void* ptr) {
   return FLAGOS_SUCCESS;
 }
 
-flagos_status host_memcpy_async(void* dst, const void* src, size_t size, flagos_memcpy_kind kind,
-                                flagos_stream) {
-  if (kind < FLAGOS_MEMCPY_HOST_TO_DEVICE || kind > FLAGOS_MEMCPY_DEVICE_TO_DEVICE)
-    return FLAGOS_ERROR_INVALID_VALUE;
+flagos_status host_memcpy_async(void* dst, const void* src, size_t size, flagos_memcpy_kind kind, flagos_stream) {
+  if (kind < FLAGOS_MEMCPY_HOST_TO_DEVICE || kind > FLAGOS_MEMCPY_DEVICE_TO_DEVICE) return FLAGOS_ERROR_INVALID_VALUE;
   if (size == 0) return FLAGOS_SUCCESS;
   if (dst == nullptr || src == nullptr) return FLAGOS_ERROR_INVALID_VALUE;
   std::memmove(dst, src, size);
@@ -245,8 +243,7 @@ flagos_status host_event_destroy(flagos_event event) {
 flagos_status host_event_record(flagos_event event, flagos_stream stream) {
   auto* e = reinterpret_cast<Event*>(event);
   if (e == nullptr) return FLAGOS_ERROR_INVALID_VALUE;
-  if (stream != nullptr && reinterpret_cast<Stream*>(stream)->device != e->device)
-    return FLAGOS_ERROR_INVALID_DEVICE;
+  if (stream != nullptr && reinterpret_cast<Stream*>(stream)->device != e->device) return FLAGOS_ERROR_INVALID_DEVICE;
   e->when = std::chrono::steady_clock::now();
   e->recorded = true;
   return FLAGOS_SUCCESS;

@@ -48,31 +48,28 @@ typedef enum flagos_memcpy_kind {
   FLAGOS_MEMCPY_DEVICE_TO_DEVICE = 2
 } flagos_memcpy_kind;
 
-enum {
-  FLAGOS_EVENT_DEFAULT = 0,
-  FLAGOS_EVENT_DISABLE_TIMING = 1
-};
+enum { FLAGOS_EVENT_DEFAULT = 0, FLAGOS_EVENT_DISABLE_TIMING = 1 };
 
 /* What inductor and users plan with. Fill in the truth for the executor. */
 typedef struct flagos_device_properties {
   char name[128];
-  uint64_t total_memory;          /* bytes the allocator may hand out */
-  int32_t multi_processor_count;  /* parallel execution units */
-  int32_t warp_size;              /* lanes scheduled together */
+  uint64_t total_memory;         /* bytes the allocator may hand out */
+  int32_t multi_processor_count; /* parallel execution units */
+  int32_t warp_size;             /* lanes scheduled together */
   int32_t max_threads_per_block;
   int32_t max_threads_per_multi_processor;
   int32_t regs_per_multiprocessor;
   uint64_t shared_memory_per_block;
-  uint64_t l2_cache_size;         /* bytes; benchmarkers flush this much */
-  int32_t major;                  /* compute capability, vendor-defined */
+  uint64_t l2_cache_size; /* bytes; benchmarkers flush this much */
+  int32_t major;          /* compute capability, vendor-defined */
   int32_t minor;
   int32_t clock_rate_khz;
 } flagos_device_properties;
 
 typedef struct flagos_accelerator {
-  uint32_t abi_version;   /* FLAGOS_ABI_VERSION */
-  uint32_t struct_size;   /* sizeof(flagos_accelerator) the back end was built with */
-  const char* name;       /* "host", "cuda", ... (FLAGOS_ACCELERATOR selects by it) */
+  uint32_t abi_version; /* FLAGOS_ABI_VERSION */
+  uint32_t struct_size; /* sizeof(flagos_accelerator) the back end was built with */
+  const char* name;     /* "host", "cuda", ... (FLAGOS_ACCELERATOR selects by it) */
   /* torch device type whose kernels run on this memory ("cpu" for host,
    * "cuda" for cuda): the eager fallback views flagos tensors as tensors of
    * this device, zero-copy. */
@@ -91,8 +88,7 @@ typedef struct flagos_accelerator {
   /* memory */
   flagos_status (*malloc)(int32_t device, void** ptr, size_t size);
   flagos_status (*free)(int32_t device, void* ptr);
-  flagos_status (*memcpy_async)(void* dst, const void* src, size_t size,
-                                flagos_memcpy_kind kind, flagos_stream stream);
+  flagos_status (*memcpy_async)(void* dst, const void* src, size_t size, flagos_memcpy_kind kind, flagos_stream stream);
   flagos_status (*memset_async)(void* dst, int value, size_t size, flagos_stream stream);
 
   /* streams: work submitted to one stream runs in order */
@@ -134,9 +130,8 @@ typedef struct flagos_accelerator {
 #define FLAGOS_ACCELERATOR_MIN_SIZE offsetof(flagos_accelerator, pinned_alloc)
 
 /* Whether a back end's table (a pointer) has an appended entry and fills it in. */
-#define FLAGOS_HAS_ENTRY(acc, entry)                                                   \
-  ((acc)->struct_size >= offsetof(flagos_accelerator, entry) + sizeof((acc)->entry) && \
-   (acc)->entry != NULL)
+#define FLAGOS_HAS_ENTRY(acc, entry) \
+  ((acc)->struct_size >= offsetof(flagos_accelerator, entry) + sizeof((acc)->entry) && (acc)->entry != NULL)
 
 /* Each accelerator directory exports one of these, named flagos_<name>_accelerator. */
 typedef const flagos_accelerator* (*flagos_accelerator_entry)(void);
