@@ -120,6 +120,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_register_rnn_cells", &flagos::register_rnn_cells);
   m.def("_compute_device", [] { return std::string(flagos::accelerator().compute_device); });
   m.def("_device_count", [] { return static_cast<int>(flagos::device_count()); });
+  // What torch.flagos._lazy_init does, as torch.cuda's does for CUDA: ATen's
+  // context asks an accelerator's hooks (is_pinned(), ...) only once it is
+  // initialised there.
+  m.def("_lazy_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });
   m.def("_current_device", [] { return static_cast<int>(flagos::current_device()); });
   m.def("_set_device", [](int i) { flagos::set_device(static_cast<c10::DeviceIndex>(i)); });
   m.def("_check_index", [](int i) { flagos::check_index(static_cast<c10::DeviceIndex>(i)); });

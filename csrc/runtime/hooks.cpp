@@ -102,7 +102,15 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     TORCH_CHECK(device_of(data, &index), "flagos: pointer ", data, " was not allocated by flagos");
     return c10::Device(kDeviceType, index);
   }
-  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  // On the cuda accelerator of a CUDA build, factories given pin_memory=True
+  // take CUDA's pinned allocator (aten prefers CUDA's in
+  // GetCPUAllocatorMaybePinned), while is_pinned() asks the accelerator,
+  // flagos: those blocks are pinned memory too.
+  bool isPinnedPtr(const void* data) const override {
+    if (is_pinned(data)) return true;
+    return compute_device_type() == c10::kCUDA &&
+           at::globalContext().getAcceleratorHooksInterface(c10::kCUDA).isPinnedPtr(data);
+  }
   at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {

@@ -1,6 +1,8 @@
 """Pinned (page-locked) host memory for flagos: Tensor.pin_memory(), is_pinned(), DataLoader
 pinning, and non_blocking copies from pinned memory."""
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -26,6 +28,20 @@ def test_factories_allocate_pinned_memory():
     assert torch.empty(64, pin_memory=True).is_pinned()
     assert torch.zeros(3, 4, pin_memory=True).is_pinned()
     assert not torch.empty(64).is_pinned()
+
+
+def test_pinned_factories_in_a_fresh_process():
+    # ATen's context asks flagos's hooks whether memory is pinned only once flagos is initialised
+    # there (torch.flagos._lazy_init, which torch runs before the first flagos tensor); on a CUDA
+    # build the factory takes CUDA's pinned allocator, which is_pinned() must recognise too.
+    code = (
+        "import torch, torch_fl\n"
+        "torch.zeros(1, device='flagos')\n"
+        "print(torch.empty(8, pin_memory=True).is_pinned(), torch.empty(8).is_pinned())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "False"]
 
 
 def test_round_trips_through_pinned_memory():

@@ -52,8 +52,16 @@ def set_device(device) -> None:
         _C._set_device(index)
 
 
+def _lazy_init() -> None:
+    """Called by torch before the first flagos tensor (as torch.cuda._lazy_init): marks flagos
+    initialised in ATen's context, which asks its hooks (is_pinned(), ...) only after that."""
+    _C._lazy_init()
+
+
 def init() -> None:
-    """Devices are ready at import; kept for torch.cuda compatibility."""
+    """Initialises flagos in ATen's context now, as torch.cuda.init does (the devices themselves
+    are ready at import)."""
+    _lazy_init()
 
 
 def is_initialized() -> bool:
