@@ -1,4 +1,6 @@
-"""The plugin's fixtures. Each skips when no device was given (the plugin is inert)."""
+"""The plugin's fixtures. Each skips when no device was given (the plugin is inert).
+
+They read the run's state from request.config (session.current(request.config))."""
 
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import pytest
 from . import session
 
 
-def _require_session() -> session.FlagosSession:
-    current = session.current()
+def _require_session(request: pytest.FixtureRequest) -> session.FlagosSession:
+    current = session.current(request.config)
     if current is None:
         pytest.skip("flagos: no device selected (pass --flagos-device=DEVICE or set FLAGOS_DEVICE)")
     if not current.device.available:  # every test is marked skip already; belt and braces
@@ -20,23 +22,23 @@ def _require_session() -> session.FlagosSession:
 
 
 @pytest.fixture(scope="session")
-def flagos_device() -> Any:
+def flagos_device(request: pytest.FixtureRequest) -> Any:
     """The torch.device under test, e.g. torch.device('cuda', 0)."""
-    return _require_session().device.device
+    return _require_session(request).device.device
 
 
 @pytest.fixture(scope="session")
-def flagos_capabilities() -> Any:
+def flagos_capabilities(request: pytest.FixtureRequest) -> Any:
     """The device's capability manifest (pytest_flagos.capabilities.Capabilities)."""
-    return _require_session().capabilities()
+    return _require_session(request).capabilities()
 
 
 @pytest.fixture
-def fresh_inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def fresh_inductor_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """New TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR for this test (under this xdist
     worker's basetemp), in-memory caches cleared, dynamo reset, counters cleared;
     environment restored afterwards. Yields cache.CacheDirs(inductor, triton)."""
-    _require_session()
+    _require_session(request)
     from .cache import fresh_compile_state
 
     with fresh_compile_state(tmp_path_factory.mktemp("inductor-cache")) as dirs:
@@ -45,7 +47,11 @@ def fresh_inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
 
 @pytest.fixture
 def compile_workers(
-    fresh_inductor_cache: Any, flagos_device: Any, flagos_capabilities: Any, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    fresh_inductor_cache: Any,
+    flagos_device: Any,
+    flagos_capabilities: Any,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Any:
     """Inductor's compile worker pool, started now (after the fresh cache directory is set),
     ready, and proven to serve compiles (skipped, naming the capability, on a device
@@ -53,7 +59,7 @@ def compile_workers(
     from .requirements import require
     from .workers import WorkerPoolError, ensure_compile_workers
 
-    require("inductor")
+    require("inductor", config=request.config)
 
     try:
         return ensure_compile_workers(
@@ -65,8 +71,8 @@ def compile_workers(
 
 
 @pytest.fixture(scope="session")
-def assert_compiles_like_eager(flagos_device: Any) -> Callable[..., Any]:
-    """pytest_flagos.oracle.assert_compiles_like_eager bound to the device under test."""
+def assert_compiles_like_eager(request: pytest.FixtureRequest, flagos_device: Any) -> Callable[..., Any]:
+    """pytest_flagos.oracle.assert_compiles_like_eager bound to the device under test (and this run)."""
     from .oracle import assert_compiles_like_eager as oracle
 
-    return functools.partial(oracle, device=flagos_device)
+    return functools.partial(oracle, device=flagos_device, config=request.config)

@@ -12,9 +12,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from . import _torch_compat, check, session
+
+if TYPE_CHECKING:
+    import pytest
 
 
 class NotCompiledError(AssertionError):
@@ -30,10 +33,9 @@ class OracleResult:
     repro: Path | None = None
 
 
-def _default_device(inputs: Sequence[Any]) -> Any:
+def _default_device(current: session.FlagosSession | None, inputs: Sequence[Any]) -> Any:
     import torch
 
-    current = session.current()
     if current is not None:
         return current.device.device
     for x in inputs:
@@ -42,13 +44,12 @@ def _default_device(inputs: Sequence[Any]) -> Any:
     return torch.device("cpu")
 
 
-def _reference_device(device: Any, fn: Any, inputs: Sequence[Any]) -> Any:
+def _reference_device(current: session.FlagosSession | None, device: Any, fn: Any, inputs: Sequence[Any]) -> Any:
     """The device itself if it supports the reference dtype, else cpu."""
     import torch
 
     params = list(fn.parameters()) if isinstance(fn, torch.nn.Module) else []
     ref_dtype = check.reference_dtype(list(inputs) + params)
-    current = session.current()
     if current is not None and current.device.device.type == device.type:
         caps = current.capabilities()
     else:
@@ -111,6 +112,7 @@ def assert_compiles_like_eager(
     seed: int = 0,
     repro_dir: str | Path | None = None,
     repro_name: str | None = None,
+    config: pytest.Config | None = None,
 ) -> OracleResult:
     """Compile `fn_or_module` on the device and check it computes what eager computes.
 
@@ -124,14 +126,17 @@ def assert_compiles_like_eager(
     allow_graph_breaks: otherwise a graph break or an eager fallback fails.
     repro_dir/repro_name: where a failing check writes repro_<name>.py (default: the
     session's --flagos-repro-dir and the current test's name).
+    config: the pytest.Config of the run whose device, capabilities and repro directory
+    apply (the fixture passes request.config); without it, the run in progress.
     """
     import torch
 
     from . import repro
 
-    device = torch.device(device) if device is not None else _default_device(inputs)
+    current = session.current(config)
+    device = torch.device(device) if device is not None else _default_device(current, inputs)
     input_sets = [tuple(inputs)] + [tuple(extra) for extra in replay]
-    reference_device = _reference_device(device, fn_or_module, inputs)
+    reference_device = _reference_device(current, device, fn_or_module, inputs)
     compile_kwargs: dict[str, Any] = {"backend": backend, "fullgraph": fullgraph}
     if dynamic is not None:
         compile_kwargs["dynamic"] = dynamic
@@ -179,6 +184,7 @@ def assert_compiles_like_eager(
             ),
             repro_dir=repro_dir,
             name=repro_name,
+            config=config,
         )
         description = getattr(fn_or_module, "_flagos_description", None)
         if description and hasattr(exc, "add_note"):

@@ -27,9 +27,12 @@ import sys
 import sysconfig
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import check, session
+
+if TYPE_CHECKING:
+    import pytest
 
 # what pytest_flagos/isolation.py sets for a run on any device but flagos (flagos_autoload)
 AUTOLOAD_ENV = "FLAGOS_AUTOLOAD"
@@ -69,8 +72,10 @@ def name_for_nodeid(nodeid: str) -> str:
     return f"{stem}__{safe_name(test or path, NAME_PART_LIMIT)}_{digest}"
 
 
-def default_name() -> str:
-    current = session.current()
+def default_name(config: pytest.Config | None = None) -> str:
+    """The running test's name_for_nodeid (config: its run's pytest.Config; without it, the
+    run in progress), or "case" outside a test."""
+    current = session.current(config)
     nodeid = current.current_nodeid if current else None
     return name_for_nodeid(nodeid) if nodeid else "case"
 
@@ -328,7 +333,12 @@ def _device_setup(device: str, device_module: str | None) -> tuple[str, str]:
 
 
 def render(
-    case: ReproCase, name: str, nodeid: str | None, data: dict[str, Any], graphs: list[Any] | None = None
+    case: ReproCase,
+    name: str,
+    nodeid: str | None,
+    data: dict[str, Any],
+    graphs: list[Any] | None = None,
+    device_module: str | None = None,
 ) -> str:
     import torch
 
@@ -340,8 +350,6 @@ def render(
         backend_expr = _reference_expr(compile_kwargs.pop("backend"), imports, "the backend")
     if graphs is None:
         data["input_sets"] = _tensor_data(case.input_sets)
-    current = session.current()
-    device_module = current.settings.device_module if current else None
     before_torch, after_torch = _device_setup(case.device, device_module)
     check_source = Path(check.__file__).read_text()
     failure = [cut_text(line, 300) for line in case.failure.strip().splitlines()] or ["?"]
@@ -422,13 +430,17 @@ def _pickled(data: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def _render_by_reference(case: ReproCase, script_name: str, nodeid: str | None) -> tuple[str, bytes]:
+def _render_by_reference(
+    case: ReproCase, script_name: str, nodeid: str | None, device_module: str | None
+) -> tuple[str, bytes]:
     data: dict[str, Any] = {}
-    text = render(case, script_name, nodeid, data)
+    text = render(case, script_name, nodeid, data, device_module=device_module)
     return text, _pickled(data)
 
 
-def _render_captured(case: ReproCase, script_name: str, nodeid: str | None, why: str) -> tuple[str, bytes]:
+def _render_captured(
+    case: ReproCase, script_name: str, nodeid: str | None, device_module: str | None, why: str
+) -> tuple[str, bytes]:
     import torch
 
     from . import graph_capture
@@ -440,23 +452,27 @@ def _render_captured(case: ReproCase, script_name: str, nodeid: str | None, why:
     except graph_capture.CaptureFailed as exc:
         raise NotReproducible(f"{why}, and {exc}") from None
     data: dict[str, Any] = {}
-    text = render(case, script_name, nodeid, data, graphs=graphs)
+    text = render(case, script_name, nodeid, data, graphs=graphs, device_module=device_module)
     return text, _pickled(data)
 
 
-def write(case: ReproCase, directory: Path, name: str) -> Path:
+def write(case: ReproCase, directory: Path, name: str, config: pytest.Config | None = None) -> Path:
+    """Write repro_<name>.py and .pt into `directory`. config: the pytest.Config of the run
+    (its running test and --flagos-device-module go into the script); without it, the run
+    in progress."""
     directory.mkdir(parents=True, exist_ok=True)
     script_name = f"repro_{name}"
-    current = session.current()
+    current = session.current(config)
     nodeid = current.current_nodeid if current else None
+    device_module = current.settings.device_module if current else None
     backend = case.compile_kwargs.get("backend")
     if not isinstance(backend, str):  # a backend must be importable: no graph stands in for it
         _reference_expr(backend, _Imports(), "the backend")
     try:
-        text, data = _render_by_reference(case, script_name, nodeid)
+        text, data = _render_by_reference(case, script_name, nodeid, device_module)
     except NotReproducible as exc:
         # not importable by name: what dynamo traced from it stands in for it
-        text, data = _render_captured(case, script_name, nodeid, str(exc))
+        text, data = _render_captured(case, script_name, nodeid, device_module, str(exc))
     (directory / f"{script_name}.pt").write_bytes(data)
     path = directory / f"{script_name}.py"
     path.write_text(text, encoding="utf-8")
@@ -464,12 +480,13 @@ def write(case: ReproCase, directory: Path, name: str) -> Path:
 
 
 def write_for_failure(
-    case: ReproCase, repro_dir: str | Path | None, name: str | None
+    case: ReproCase, repro_dir: str | Path | None, name: str | None, config: pytest.Config | None = None
 ) -> tuple[Path | None, str | None]:
     """Write the repro if a directory is configured; (path, None) or (None, why not).
+    config: the run's pytest.Config, as for write().
 
     Never raises: whatever goes wrong here is a note on the test's own failure."""
-    current = session.current()
+    current = session.current(config)
     directory = (
         Path(repro_dir)
         if repro_dir
@@ -478,7 +495,7 @@ def write_for_failure(
     if directory is None:
         return None, "pass --flagos-repro-dir=DIR to get a standalone script"
     try:
-        return write(case, directory, safe_name(name) if name else default_name()), None
+        return write(case, directory, safe_name(name) if name else default_name(config), config), None
     except NotReproducible as exc:
         return None, str(exc)
     except Exception as exc:  # a file system error, a bug here: the test's failure stays the error

@@ -281,22 +281,23 @@ CAPABILITIES = {
     )
 }
 
-_found: dict[tuple[int, str], str | None] = {}
 
+def missing_reason(name: str, config: pytest.Config | None = None) -> str | None:
+    """Why the session's device lacks `name` (None if it has it); probed once per session.
 
-def missing_reason(name: str) -> str | None:
-    """Why the session's device lacks `name` (None if it has it); probed once per session."""
-    current = state.current()
+    config: the run's pytest.Config (request.config, item.config); without it, the run in
+    progress (session.current's fallback)."""
+    current = state.current(config)
     if current is None:
         pytest.skip("flagos: no device selected (pass --flagos-device=DEVICE or set FLAGOS_DEVICE)")
     capability = CAPABILITIES[name]
-    key = (id(current), name)
-    if key not in _found:
+    found = current.missing_reasons
+    if name not in found:
         try:
-            _found[key] = capability.missing(current)
+            found[name] = capability.missing(current)
         except Exception as exc:  # a probe that cannot even run: the capability is missing
-            _found[key] = f"checking it raised {type(exc).__name__}: {exc}"
-    return _found[key]
+            found[name] = f"checking it raised {type(exc).__name__}: {exc}"
+    return found[name]
 
 
 def skip_reason(name: str, why: str) -> str:
@@ -304,10 +305,12 @@ def skip_reason(name: str, why: str) -> str:
     return f"flagos: requires {name} ({capability.what}): {why}. To provide it: {capability.provide}"
 
 
-def require(*names: str) -> None:
-    """Skip the running test (or fixture) unless the device has every capability in `names`."""
+def require(*names: str, config: pytest.Config | None = None) -> None:
+    """Skip the running test (or fixture) unless the device has every capability in `names`.
+
+    config: the run's pytest.Config, as for missing_reason."""
     for name in names:
-        why = missing_reason(name)
+        why = missing_reason(name, config)
         if why is not None:
             pytest.skip(skip_reason(name, why))
 
@@ -333,4 +336,4 @@ class RequirementsPlugin:
 
     @pytest.hookimpl(tryfirst=True)  # before fixtures are set up
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        require(*_declared(item))
+        require(*_declared(item), config=item.config)

@@ -532,7 +532,10 @@ def input_specs(
 
 
 def float_dtypes(capabilities: Any = None) -> st.SearchStrategy[str]:
-    """Floating dtypes the device supports (its capability manifest), float32 first."""
+    """Floating dtypes the device supports (its capability manifest), float32 first.
+
+    capabilities: the manifest (the flagos_capabilities fixture); None takes the run in
+    progress's (session.current()'s fallback), or every dtype outside a flagos run."""
     if capabilities is None:
         from . import session
 
