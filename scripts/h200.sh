@@ -4,7 +4,8 @@
 #
 #   bash scripts/h200.sh build smoke tests ...     # phases, in the order given
 #
-# Phases: build, smoke, tests (runtime + Triton back end on the cuda accelerator),
+# Phases: build, smoke, pinned-dist (diagnostics of two open failures), tests (runtime + Triton
+# back end on the cuda accelerator),
 # host-tests (the same with the GPU hidden: host accelerator on this torch),
 # integration, attention (its runtime and compile tests), conformance-flagos,
 # conformance-cuda, bench, compile-times, profile (benchmarks/profile_models.py),
@@ -100,6 +101,28 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
         CUDA_VISIBLE_DEVICES= cuda-gdb -q -batch -ex run -ex bt --args $PY -c \
           "import torch; torch.empty(2, device='flagos:5')" 2>&1 | grep -vE "^\[(New|Thread|Detaching)" | tail -30
       } > "$LOGS/diag.log" 2>&1; cat "$LOGS/diag.log" | head -60 >> "$OUT/summary.txt" ;;
+    pinned-dist)  # the two open cuda-accelerator failures: what is_pinned() says of a pinned
+      # factory's memory, before and after the first flagos tensor; and where the distributed area's
+      # worker dies (faulthandler, then a gdb backtrace), with the backend string of the area and without
+      { CUDA_LAUNCH_BLOCKING=0 $PY -c "
+import torch, torch_fl
+a = torch.empty(64, pin_memory=True)
+print('factory before any flagos tensor: is_pinned()', a.is_pinned(), 'is_pinned(cuda)', a.is_pinned(device='cuda'))
+torch.zeros(1, device='flagos')
+print('after a flagos tensor: factory', a.is_pinned(), 'new factory', torch.empty(8, pin_memory=True).is_pinned(),
+      'pageable', torch.empty(8).is_pinned(), 'pin_memory()', torch.randn(8).pin_memory().is_pinned())"
+        $PY -c "
+import sys, textwrap; sys.path.insert(0, 'conformance')
+import test_distributed as t
+open('/tmp/dist_worker.py', 'w').write('import faulthandler; faulthandler.enable()\nimport torch\nimport torch_fl\n'
+                                      + textwrap.dedent(t.WORKER))"
+        for backend in flagos:flagos flagos; do
+          timeout 90 $PY -X faulthandler /tmp/dist_worker.py 0 1 $((29500 + RANDOM % 1000)) flagos $backend 0 2>&1 | tail -30 | cut -c1-300
+          echo "dist worker rc=${PIPESTATUS[0]} backend=$backend"
+        done
+        gdb=$(command -v gdb || command -v cuda-gdb) && timeout 150 "$gdb" -q -batch -ex run -ex bt --args \
+          $PY /tmp/dist_worker.py 0 1 29871 flagos flagos:flagos 0 2>&1 | grep -vE "^\[(New|Thread|Detaching)" | tail -50 | cut -c1-300
+      } > "$LOGS/pinned-dist.log" 2>&1; head -150 "$LOGS/pinned-dist.log" >> "$OUT/summary.txt" ;;
     tests) phase tests 600 $PY -m pytest tests/runtime tests/triton_backend -q -p no:cacheprovider ${TESTS_EXTRA:-} ;;
     host-tests) phase host-tests 600 env CUDA_VISIBLE_DEVICES= $PY -m pytest tests/runtime -q -p no:cacheprovider ;;
     attention) phase attention 600 $PY -m pytest -p flagos --flagos-device=flagos tests/runtime/test_attention.py \
