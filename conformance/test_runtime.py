@@ -5,12 +5,14 @@ where both exist."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 import torch
 
 from pytest_flagos import device_api
 
-from conformance_support import PROPERTY_RULES, bullet, device_index, fail
+from conformance_support import PROPERTY_RULES, bullet, device_index, fail, run_python, tail
 
 pytestmark = pytest.mark.flagos_area("runtime")
 
@@ -113,6 +115,62 @@ def test_copies_between_host_and_device_are_exact(flagos_device, flagos_capabili
             problems.append(f"{dtype}: device.copy_(transposed device tensor) is wrong")
     if problems:
         fail("copies between host and device are wrong:\n" + bullet(problems), "copies")
+
+
+MATH_BIT_SCRIPT = """
+import torch
+device = torch.device({device!r})
+try:
+    torch.zeros(2, dtype=torch.complex64, device=device)
+except Exception as exc:
+    print("NO_COMPLEX", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    raise SystemExit(0)
+a = torch.randn(3, 4, dtype=torch.complex64)
+conj = a.to(device).conj()            # the Conjugate bit, resolved lazily
+neg_imag = conj.imag                  # a real view with the Negative bit
+checks = {{
+    "x.conj().clone()": (lambda: conj.clone(), a.conj().resolve_conj()),
+    "x.conj().resolve_conj()": (lambda: conj.resolve_conj(), a.conj().resolve_conj()),
+    "x.conj() + 0": (lambda: conj + 0, a.conj().resolve_conj()),
+    "x.conj().imag.clone()": (lambda: neg_imag.clone(), -a.imag),
+    "device_tensor.copy_(x.conj())": (lambda: torch.empty_like(conj).copy_(conj), a.conj().resolve_conj()),
+}}
+for name, (run, expected) in checks.items():
+    print("CHECK", name, flush=True)   # the last CHECK line names a check that kills the process
+    got = run().cpu()
+    if got.is_conj() or got.is_neg() or not torch.equal(got, expected):
+        print("WRONG", name)
+print("DONE")
+"""
+
+
+def test_conjugate_and_negative_views_copy(flagos_device):
+    """x.conj() and its .imag are lazy views (the Conjugate / Negative bits). Their fallback
+    resolves them with clone(), that is with copy_: a device whose copy_ goes to its own
+    _copy_from through those keys recurses until the stack overflows. Run in a fresh
+    interpreter, so a crash is a verdict and not the end of the run."""
+    proc = run_python(MATH_BIT_SCRIPT.format(device=str(flagos_device)), timeout=120)
+    out = proc.stdout
+    if "NO_COMPLEX" in out:
+        pytest.skip(f"{flagos_device.type}: requires complex64 tensors: " + out.split("NO_COMPLEX", 1)[1].strip())
+    checks = [line[len("CHECK ") :] for line in out.splitlines() if line.startswith("CHECK ")]
+    if proc.returncode != 0:
+        died = (
+            f"killed by {signal.Signals(-proc.returncode).name}"
+            if proc.returncode < 0
+            else f"exit status {proc.returncode}"
+        )
+        fail(
+            f"{checks[-1] if checks else 'the math-bit script'} on {flagos_device} ended the process "
+            f"({died}). A stack overflow here means the Conjugate/Negative fallback's clone() reached "
+            "copy_, which sent the still-conjugate source back through _copy_from (not a fallthrough of "
+            "those keys): register a copy_ kernel for the device (copy_ passes them).\n" + tail(proc.stderr, 15),
+            "copies",
+        )
+    wrong = [line[len("WRONG ") :] for line in out.splitlines() if line.startswith("WRONG ")]
+    if wrong:
+        fail("conjugate/negative views resolved to wrong values:\n" + bullet(wrong), "copies")
+    assert "DONE" in out, tail(out + proc.stderr)
 
 
 @pytest.mark.requires("two_devices")

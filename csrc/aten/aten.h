@@ -82,6 +82,7 @@ at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, int
                                       c10::IntArrayRef stride);
 at::Tensor& set_empty(at::Tensor& self);
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking);
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
 void record_stream_op(at::Tensor& self, c10::Stream stream);
 

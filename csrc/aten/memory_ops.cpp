@@ -115,6 +115,22 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// copy_ itself, not only _copy_from: aten's composite copy_ hands a PrivateUse1 copy to
+// _copy_from, which the Conjugate and Negative keys do not let through. Their fallback
+// resolves a conj/neg source with clone(), whose copy_ came back to _copy_from: an endless
+// recursion (`x.conj().clone()` overflowed the stack). copy_ passes those keys, and the
+// compute device's copy_ resolves the bits (the compute views keep them). It also saves
+// copy_impl's redispatch on every copy.
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  TORCH_CHECK(!self._is_zerotensor(),
+              "ZeroTensors are immutable. Please materialize the tensor using "
+              "`.clone()`, if you want a mutable zero tensor.");
+  if (src._is_zerotensor()) return self.zero_();
+  if (self.is_same(src)) return self;
+  copy_from(src, self, non_blocking);
+  return self;
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (is_flagos(dst)) resize_(dst, self.sizes(), std::nullopt);
   else dst.resize_(self.sizes());

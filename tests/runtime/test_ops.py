@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.helpers import REPO, run_python
 from tests.requirements import accelerator, host_only, two_devices
 
 SEEDS = [0, 1, 2]
@@ -161,6 +162,41 @@ def test_copies_between_devices_and_dtypes():
     bcast = torch.empty(3, 4, device="flagos")
     bcast.copy_(torch.arange(4.0))
     torch.testing.assert_close(bcast.cpu(), torch.arange(4.0).expand(3, 4))
+
+
+MATH_BIT_VIEWS = {
+    "conj": lambda t: t.conj(),
+    "neg_view": lambda t: torch._neg_view(t),
+    "conj_of_transpose": lambda t: t.t().conj(),
+}
+
+
+@pytest.mark.parametrize("view", sorted(MATH_BIT_VIEWS))
+def test_conjugate_and_negative_views_are_resolved_by_copies(view):
+    # The math-bit fallbacks resolve a conj/neg view with clone(), which copies: a copy that
+    # came back to the fallback recursed until the stack overflowed (a segfault), so run it
+    # in a fresh interpreter and expect values, not a dead process.
+    result = run_python(
+        f"""
+        import torch, torch_fl
+        from tests.runtime.test_ops import MATH_BIT_VIEWS
+        make = MATH_BIT_VIEWS[{view!r}]
+        a = torch.randn(3, 4, dtype=torch.complex64)
+        f = make(a.to("flagos"))
+        expected = make(a).resolve_conj().resolve_neg()
+        for got in (f.clone(), f.resolve_conj().resolve_neg(), f.cpu(), f + 0, f.to(torch.complex128)):
+            torch.testing.assert_close(got.cpu().to(torch.complex64), expected)
+        into = torch.empty(f.shape, dtype=torch.complex64, device="flagos")
+        into.copy_(f)
+        torch.testing.assert_close(into.cpu(), expected)
+        back = make(torch.zeros(3, 4, dtype=torch.complex64, device="flagos"))
+        back.copy_(expected)  # writes through the view: the base holds make^-1(expected)
+        torch.testing.assert_close(back.resolve_conj().resolve_neg().cpu(), expected)
+        print("ok")
+    """,
+        cwd=REPO,
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", (result.returncode, result.stderr[-2000:])
 
 
 def test_cpu_index_tensors_are_accepted_like_on_gpus():
