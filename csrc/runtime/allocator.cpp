@@ -10,6 +10,8 @@
 // its free until events recorded on those streams have completed.
 #include "runtime.h"
 
+#include <c10/core/CachingDeviceAllocator.h>
+
 #include <algorithm>
 #include <list>
 #include <map>
@@ -59,7 +61,9 @@ struct Adopted {
   size_t size;
 };
 
-class CachingAllocator final : public c10::Allocator {
+// A c10::DeviceAllocator, so that torch.accelerator's memory API (memory_allocated,
+// memory_stats, empty_cache, ...) reaches this pool as it reaches CUDA's.
+class CachingAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     c10::DeviceIndex device = current_device();
@@ -123,6 +127,41 @@ class CachingAllocator final : public c10::Allocator {
       const c10::DataPtr& owner = adopted->second->owner.data_ptr();
       c10::impl::getDeviceGuardImpl(compute->device_type())->recordDataPtrOnStream(owner, *compute);
     }
+  }
+
+  // ---- c10::DeviceAllocator ----
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t /*mempool_id: no pools*/) override { empty_cache(); }
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record(ptr, stream); }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated(device); }
+  void resetPeakStats(c10::DeviceIndex device) override { reset_peaks(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    uint64_t free_bytes = 0, total = 0;
+    check(accelerator().mem_get_info(device, &free_bytes, &total), "mem_get_info");
+    return {free_bytes, total};
+  }
+  // Our counters under c10's names (pool "all"; the same numbers torch.flagos.memory_stats shows).
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    const DeviceStats s = stats(device);
+    c10::CachingDeviceAllocator::DeviceStats out;
+    constexpr auto all = static_cast<size_t>(c10::CachingDeviceAllocator::StatType::AGGREGATE);
+    auto set = [](c10::CachingDeviceAllocator::Stat& stat, int64_t current, int64_t peak) {
+      stat.current = current;
+      stat.peak = peak;
+    };
+    set(out.allocated_bytes[all], s.allocated, s.allocated_peak);
+    set(out.active_bytes[all], s.allocated, s.allocated_peak);
+    set(out.requested_bytes[all], s.allocated, s.allocated_peak);
+    set(out.reserved_bytes[all], s.reserved, s.reserved_peak);
+    set(out.active[all], s.active_blocks, s.active_blocks);
+    set(out.inactive_split[all], s.cached_blocks, s.cached_blocks);
+    out.allocation[all].allocated = s.num_allocs;
+    out.allocation[all].freed = s.num_frees;
+    out.allocation[all].current = s.num_allocs - s.num_frees;
+    out.num_ooms = s.num_ooms;
+    out.num_alloc_retries = s.num_alloc_retries;
+    out.num_device_alloc = s.num_device_mallocs;
+    return out;
   }
 
   c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex device) {

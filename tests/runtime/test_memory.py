@@ -95,6 +95,31 @@ def test_memory_stats_keys_follow_torch_cuda():
     assert 0 < free <= total
 
 
+def test_the_generic_accelerator_memory_api_reaches_the_caching_allocator():
+    # torch.accelerator.memory_* asks the device's c10::DeviceAllocator: code written for any
+    # accelerator reads flagos's pool through it, with the same numbers as torch.flagos.
+    assert torch.accelerator.current_accelerator().type == "flagos"
+    gc.collect()
+    base = torch.accelerator.memory_allocated(0)
+    assert base == torch.flagos.memory_allocated(0)
+    torch.accelerator.reset_peak_memory_stats(0)
+    x = torch.empty(1 << 18, device="flagos:0")
+    assert torch.accelerator.memory_allocated(0) == torch.flagos.memory_allocated(0) >= base + (1 << 20)
+    assert torch.accelerator.max_memory_allocated(0) >= base + (1 << 20)
+    assert torch.accelerator.memory_reserved(0) == torch.flagos.memory_reserved(0)
+    stats = torch.accelerator.memory_stats(0)
+    own = torch.flagos.memory_stats(0)
+    for key in ("allocated_bytes.all.current", "reserved_bytes.all.current", "num_ooms", "allocation.all.allocated"):
+        assert stats[key] == own[key], key
+    del x
+    gc.collect()
+    assert torch.accelerator.memory_allocated(0) == base
+    torch.accelerator.empty_cache()
+    assert torch.flagos.memory_reserved(0) - torch.flagos.memory_allocated(0) == 0
+    if hasattr(torch.accelerator, "get_memory_info"):
+        assert torch.accelerator.get_memory_info(0) == torch.flagos.mem_get_info(0)
+
+
 @two_devices
 def test_devices_have_separate_stats():
     before = torch.flagos.memory_allocated(1)
