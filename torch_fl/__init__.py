@@ -24,6 +24,12 @@ from ._registration import register as _register  # noqa: E402
 
 flagos = _register()
 
+# On the cuda accelerator, pin_memory=True factories take CUDA's pinned allocator (aten prefers it)
+# without initialising flagos in ATen's context, whose is_pinned() answers False until flagos is
+# initialised there: initialise now (free: importing torch.flagos chose the accelerator already).
+if flagos.accelerator_name() == "cuda":
+    flagos._lazy_init()
+
 from .compile import install as _install_compile  # noqa: E402
 
 _install_compile()

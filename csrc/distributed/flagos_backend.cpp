@@ -360,6 +360,10 @@ class DistributedBackend final : public c10d::Backend {
     c10::DeviceGuard on_device(c10::Device(kDeviceType, index));
     ComputeStreamGuard on_flagos_stream(index);
     c10::intrusive_ptr<c10d::Work> work = launch(*device_engine_);
+    // No Work: the engine has synchronised already (NCCL, for a blocking call: opts.asyncOp false
+    // makes it order the current stream, the flagos stream, after the collective and return none;
+    // torch.distributed then waits for nothing). Results are in place in the flagos tensors.
+    if (!work) return work;
     return c10::make_intrusive<FlagosWork>(std::move(work), std::move(call.pairs()), std::move(results), index);
   }
 

@@ -32,16 +32,18 @@ def test_factories_allocate_pinned_memory():
 
 def test_pinned_factories_in_a_fresh_process():
     # ATen's context asks flagos's hooks whether memory is pinned only once flagos is initialised
-    # there (torch.flagos._lazy_init, which torch runs before the first flagos tensor); on a CUDA
-    # build the factory takes CUDA's pinned allocator, which is_pinned() must recognise too.
+    # there; on a CUDA build the factory takes CUDA's pinned allocator, which is_pinned() must
+    # recognise too, before the first flagos tensor (a DataLoader pins first) and after it.
     code = (
         "import torch, torch_fl\n"
+        "first = torch.empty(8, pin_memory=True)\n"
+        "print(first.is_pinned(), torch.empty(8).is_pinned())\n"
         "torch.zeros(1, device='flagos')\n"
-        "print(torch.empty(8, pin_memory=True).is_pinned(), torch.empty(8).is_pinned())\n"
+        "print(first.is_pinned(), torch.empty(8, pin_memory=True).is_pinned(), torch.empty(8).is_pinned())\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "False"]
+    assert done.stdout.split() == ["True", "False", "True", "True", "False"]
 
 
 def test_round_trips_through_pinned_memory():
