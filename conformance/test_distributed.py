@@ -27,7 +27,7 @@ WHERE = (
 
 # One rank: collectives, then a few DDP steps; prints JSON on its last line.
 WORKER = """
-import json, sys
+import json, os, sys
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
@@ -81,7 +81,12 @@ if compiled:
     from torch._dynamo.utils import counters
     report["graphs"] = counters["stats"]["unique_graphs"]
 dist.destroy_process_group()
-print(json.dumps(report))
+print(json.dumps(report), flush=True)
+# Leave without interpreter finalisation: an autograd device thread may still be releasing the last
+# backward's graph task, whose thread-local state holds a Python object; that decref during
+# finalisation kills the process ("terminate called without an active exception", an upstream
+# race: pytorch/pytorch#38228, #190489), whatever the device. The report above is complete.
+os._exit(0)
 """
 
 
@@ -131,7 +136,8 @@ def _run(device_type: str, backend: str, world: int, compiled: bool, env: dict |
             how = f"was killed by signal {-p.returncode}" if p.returncode < 0 else f"exited with {p.returncode}"
             output = tail(err) or tail(out) or "(it printed nothing)"
             fail(
-                f"rank {rank} of a {world}-process run with backend {device_type}:{backend} {how}:\n{output}\n" + WHERE
+                f"rank {rank} of a {world}-process run on {device_type} with backend {backend!r} {how}:\n{output}\n"
+                + WHERE
             )
         reports.append(json.loads(out.strip().splitlines()[-1]))
     return reports
