@@ -260,6 +260,9 @@ class FlatSample:
         return self.call(tensors[0].device if tensors else self.device, *tensors)
 
     device: Any = None
+    # the OpInfo seeds the generator itself on every call (wrapper_set_seed: randint_like,
+    # bernoulli, ...): a random op whose runs repeat, and whose draws differ between devices
+    reseeds: bool = False
 
 
 def flatten(op: Any, sample: Any, device: Any) -> FlatSample:
@@ -285,7 +288,9 @@ def flatten(op: Any, sample: Any, device: Any) -> FlatSample:
         args, kwargs = pytree.tree_unflatten(values, spec)
         return _real_view(call(*args, **kwargs))
 
-    return FlatSample(tensors, call_on, device)
+    code = getattr(call, "__code__", None)
+    reseeds = "wrapper_set_seed" in getattr(code, "co_names", ())
+    return FlatSample(tensors, call_on, device, reseeds)
 
 
 def _names_device(value: Any, device: Any) -> bool:
@@ -384,6 +389,19 @@ def _is_random(call: Callable[..., Any], tensors: Sequence[Any], dtype: Any) -> 
     )
 
 
+def values_erased(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` whose tensor results are zeros of their shape and dtype: what compiled and eager runs of
+    an op in UNDEFINED_VALUES (uninitialised memory) can be compared on."""
+    import torch
+
+    pytree = _torch_compat.pytree()
+
+    def erased(*tensors: Any) -> Any:
+        return pytree.tree_map(lambda t: torch.zeros_like(t) if torch.is_tensor(t) else t, fn(*tensors))
+
+    return erased
+
+
 def _compare_leaf(path: str, got: Any, cpu: Any, ref: Any, dtype_slack: float) -> str | None:
     """Why the device's eager leaf is wrong, or None. `cpu`: CPU in the same dtype; `ref`:
     CPU float64 (or None). The device may deviate from the float64 reference by the dtype's
@@ -458,7 +476,7 @@ def check_eager(sample: FlatSample, device: Any, dtype: Any, *, grads: bool, nam
         )
     if device.type == "cpu" or name.split(".")[0] in UNDEFINED_VALUES:
         return
-    random = _is_random(sample.call, sample.tensors, dtype)
+    random = sample.reseeds or _is_random(sample.call, sample.tensors, dtype)
     ref_out = ref_grads = None
     if not random and dtype in (torch.float32, torch.float16, torch.bfloat16):
         try:

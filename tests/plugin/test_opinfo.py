@@ -164,6 +164,33 @@ def test_random_ops_compare_shapes_not_values(flagos):
         opinfo.check_eager(sample, flagos, F32, grads=False, name="r")
 
 
+def test_an_op_that_seeds_itself_is_random(flagos):
+    # OpInfos of random ops (randint_like, bernoulli, ...) call wrapper_set_seed: every run draws
+    # the same values on the cpu, so two seeds cannot tell, while another device's generator
+    # draws others (cuda's randint_like failed as eager-wrong)
+    ops = {opinfo.full_name(op): op for op in opinfo.load_op_db()}
+    sample = opinfo.select_samples(ops["randint_like"], flagos, F32, False, 1)[0]
+    assert opinfo.flatten(ops["randint_like"], sample, flagos).reseeds
+    add = ops["add"]
+    assert not opinfo.flatten(add, opinfo.select_samples(add, flagos, F32, False, 1)[0], flagos).reseeds
+
+    def other_draws_on_the_device(d, x):
+        return torch.full_like(x, 1.0 if x.device.type == "cpu" else 2.0)
+
+    seeded = opinfo.FlatSample([torch.zeros(3)], other_draws_on_the_device, flagos, reseeds=True)
+    opinfo.check_eager(seeded, flagos, F32, grads=False, name="randint_like")
+    with pytest.raises(opinfo.CaseFailure, match="eager-wrong"):
+        unseeded = opinfo.FlatSample([torch.zeros(3)], other_draws_on_the_device, flagos)
+        opinfo.check_eager(unseeded, flagos, F32, grads=False, name="randint_like")
+
+
+def test_undefined_values_compare_by_shape_and_dtype_only():
+    fn = opinfo.values_erased(lambda x: (torch.empty(3, 2, dtype=torch.float16), x.new_empty(5), 7))
+    a, b, n = fn(torch.randn(2))
+    assert a.shape == (3, 2) and a.dtype == torch.float16 and not a.any()
+    assert b.shape == (5,) and not b.any() and n == 7
+
+
 def test_low_precision_may_be_as_far_from_float64_as_the_cpu_is(flagos):
     # a long bfloat16 sum: the CPU's own bf16 result is off the float64 one; the device
     # computing the same is right, one twice as far off (plus tolerance) is not
