@@ -134,9 +134,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_get_device_properties", &properties);
   m.def("_mem_get_info", [](int i) {
-    flagos::check_index(static_cast<c10::DeviceIndex>(i));
-    uint64_t free_bytes = 0, total = 0;
-    flagos::check(flagos::accelerator().mem_get_info(i, &free_bytes, &total), "mem_get_info");
+    auto [free_bytes, total] = flagos::memory_info(static_cast<c10::DeviceIndex>(i));
     return py::make_tuple(free_bytes, total);
   });
 

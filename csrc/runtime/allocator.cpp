@@ -85,12 +85,16 @@ class CachingAllocator final : public c10::DeviceAllocator {
     return *a;
   }
 
+  // The statistics entry points check the index here, so that torch.flagos and torch.accelerator
+  // (the DeviceAllocator methods below) both reject an index out of range.
   DeviceStats stats(c10::DeviceIndex device) {
+    check_index(device);
     std::lock_guard<std::mutex> lock(mu_);
     return stats_for(device);
   }
 
   void reset_peaks(c10::DeviceIndex device) {
+    check_index(device);
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats& s = stats_for(device);
     s.allocated_peak = s.allocated;
@@ -98,6 +102,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
   }
 
   void reset_accumulated(c10::DeviceIndex device) {
+    check_index(device);
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats& s = stats_for(device);
     s.num_allocs = s.num_frees = s.num_ooms = s.num_alloc_retries = s.num_device_mallocs = 0;
@@ -135,11 +140,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
   void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override { record(ptr, stream); }
   void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated(device); }
   void resetPeakStats(c10::DeviceIndex device) override { reset_peaks(device); }
-  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
-    uint64_t free_bytes = 0, total = 0;
-    check(accelerator().mem_get_info(device, &free_bytes, &total), "mem_get_info");
-    return {free_bytes, total};
-  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override { return memory_info(device); }
   // Our counters under c10's names (pool "all"; the same numbers torch.flagos.memory_stats shows).
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     const DeviceStats s = stats(device);
@@ -377,17 +378,14 @@ class CachingAllocator final : public c10::DeviceAllocator {
 }  // namespace
 
 c10::Allocator* allocator() { return &CachingAllocator::instance(); }
-DeviceStats memory_stats(c10::DeviceIndex index) {
+DeviceStats memory_stats(c10::DeviceIndex index) { return CachingAllocator::instance().stats(index); }
+void reset_peak_stats(c10::DeviceIndex index) { CachingAllocator::instance().reset_peaks(index); }
+void reset_accumulated_stats(c10::DeviceIndex index) { CachingAllocator::instance().reset_accumulated(index); }
+std::pair<uint64_t, uint64_t> memory_info(c10::DeviceIndex index) {
   check_index(index);
-  return CachingAllocator::instance().stats(index);
-}
-void reset_peak_stats(c10::DeviceIndex index) {
-  check_index(index);
-  CachingAllocator::instance().reset_peaks(index);
-}
-void reset_accumulated_stats(c10::DeviceIndex index) {
-  check_index(index);
-  CachingAllocator::instance().reset_accumulated(index);
+  uint64_t free_bytes = 0, total = 0;
+  check(accelerator().mem_get_info(index, &free_bytes, &total), "mem_get_info");
+  return {free_bytes, total};
 }
 void empty_cache() { CachingAllocator::instance().empty_cache(); }
 c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "flagos/accelerator.h"
 
@@ -84,6 +85,8 @@ DeviceStats memory_stats(c10::DeviceIndex index);
 void reset_peak_stats(c10::DeviceIndex index);
 void reset_accumulated_stats(c10::DeviceIndex index);
 void empty_cache();
+// (free, total) bytes of the device, as the accelerator reports them.
+std::pair<uint64_t, uint64_t> memory_info(c10::DeviceIndex index);
 // Makes memory that a compute-device kernel allocated (kept alive by `owner`)
 // a flagos allocation on `index`, counted in the stats and checked against the
 // device's capacity. No copy.

@@ -118,6 +118,10 @@ def test_the_generic_accelerator_memory_api_reaches_the_caching_allocator():
     assert torch.flagos.memory_reserved(0) - torch.flagos.memory_allocated(0) == 0
     if hasattr(torch.accelerator, "get_memory_info"):
         assert torch.accelerator.get_memory_info(0) == torch.flagos.mem_get_info(0)
+    # an index out of range is the same error on both, not a row of zeros
+    for ask in (torch.accelerator.memory_allocated, torch.accelerator.reset_peak_memory_stats):
+        with pytest.raises(IndexError, match="out of range"):
+            ask(torch.flagos.device_count())
 
 
 @two_devices
