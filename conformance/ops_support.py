@@ -216,7 +216,7 @@ class CaseRun:
             except opinfo.CaseFailure as failure:
                 raise opinfo.CaseFailure(failure.verdict, failure.headline, _join(label, failure.detail)) from None
             self.phase = f"compiling and running compiled, {label}"
-            undefined = self.name.split(".")[0] in opinfo.UNDEFINED_VALUES  # only shapes and dtypes compare
+            undefined = opinfo.has_undefined_values(self.name)  # only shapes and dtypes compare
             try:
                 self.oracle(
                     opinfo.values_erased(flat.fn) if undefined else flat.fn,

@@ -4,8 +4,8 @@
 #
 #   bash scripts/h200.sh build smoke tests ...     # phases, in the order given
 #
-# Phases: build, smoke, pinned-dist (diagnostics of two open failures), tests (runtime + Triton
-# back end on the cuda accelerator),
+# Phases: build, smoke, pinned-dist (is_pinned() of pinned factories, and the distributed area's
+# worker under faulthandler and gdb), tests (runtime + Triton back end on the cuda accelerator),
 # host-tests (the same with the GPU hidden: host accelerator on this torch),
 # integration, attention (its runtime and compile tests), conformance-flagos,
 # conformance-cuda, bench, compile-times, profile (benchmarks/profile_models.py),
@@ -101,7 +101,7 @@ except IndexError as e: print('altbuild $mode ok:', str(e)[:80])"; echo "altbuil
         CUDA_VISIBLE_DEVICES= cuda-gdb -q -batch -ex run -ex bt --args $PY -c \
           "import torch; torch.empty(2, device='flagos:5')" 2>&1 | grep -vE "^\[(New|Thread|Detaching)" | tail -30
       } > "$LOGS/diag.log" 2>&1; cat "$LOGS/diag.log" | head -60 >> "$OUT/summary.txt" ;;
-    pinned-dist)  # the two open cuda-accelerator failures: what is_pinned() says of a pinned
+    pinned-dist)  # two cuda-accelerator failures once (fixed, kept as a check): what is_pinned() says of a pinned
       # factory's memory, before and after the first flagos tensor; and where the distributed area's
       # worker dies (faulthandler, then a gdb backtrace), with the backend string of the area and without
       { CUDA_LAUNCH_BLOCKING=0 $PY -c "

@@ -184,7 +184,15 @@ def test_an_op_that_seeds_itself_is_random(flagos):
         opinfo.check_eager(unseeded, flagos, F32, grads=False, name="randint_like")
 
 
-def test_undefined_values_compare_by_shape_and_dtype_only():
+def test_undefined_values_compare_by_shape_and_dtype_only(flagos):
+    # the label the op coverage area passes is "op dtype": "new_empty float32" must match too
+    assert opinfo.has_undefined_values("new_empty float32") and opinfo.has_undefined_values("empty.variant")
+    assert not opinfo.has_undefined_values("add float32")
+
+    def garbage(d, x):
+        return torch.full((4,), 1.0 if x.device.type == "cpu" else float("nan"))
+
+    opinfo.check_eager(flat(garbage, torch.randn(2)), flagos, F32, grads=False, name="new_empty float32")
     fn = opinfo.values_erased(lambda x: (torch.empty(3, 2, dtype=torch.float16), x.new_empty(5), 7))
     a, b, n = fn(torch.randn(2))
     assert a.shape == (3, 2) and a.dtype == torch.float16 and not a.any()
