@@ -65,11 +65,16 @@ def install() -> None:
     workers too, which never import torch._dynamo's registration path first);
     and fake convolutions predict cuDNN's layout from the start, as the eager
     kernel does (CrossRefFakeMode compares them without torch._dynamo).
+    On both accelerators the meta kernels that choose a layout by device type
+    predict the compute device's (torch._meta_registrations is imported by
+    ``import torch`` already).
     """
-    call_after_import("torch._dynamo", register)
-    if torch.flagos.accelerator_name() == "cuda":
-        from . import _inductor_adapter as adapter
+    from . import _inductor_adapter as adapter
 
+    call_after_import("torch._dynamo", register)
+    compute_type = "cuda" if torch.flagos.accelerator_name() == "cuda" else "cpu"
+    adapter.meta_layouts_of_compute_device(DEVICE_TYPE, compute_type)
+    if compute_type == "cuda":
         adapter.conv_layout_of_compute_device(DEVICE_TYPE)
         launch_as_cuda = functools.partial(adapter.launch_statically_as, DEVICE_TYPE, "cuda")
         call_after_import("torch._inductor.runtime.triton_heuristics", launch_as_cuda)

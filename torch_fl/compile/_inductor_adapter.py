@@ -272,6 +272,37 @@ def conv_layout_of_compute_device(device_type: str) -> None:
     torch._C._conv_determine_backend_memory_format = determine_backend_memory_format
 
 
+def meta_layouts_of_compute_device(device_type: str, compute_type: str) -> None:
+    """Meta kernels predict for ``device_type`` the layouts ``compute_type``'s kernels give.
+
+    torch/_meta_registrations.py (``device_hint``, torch 2.11 - 2.13): the meta
+    kernels of the FFTs (``_fft_c2c``, ``_fft_r2c``, ``_fft_c2r``: cuFFT's
+    staged layout or MKL's), ``linalg_eig`` and ``_linalg_svd`` (row- or
+    column-major vectors), ``nonzero_static`` and a pooling kernel's
+    channels-last output pick their strides by the fake tensor's device type
+    name, as "cuda" or "anything else". flagos runs the compute device's own
+    kernels (cuFFT and cuSOLVER on the cuda accelerator, the CPU's on the host),
+    so under the name "flagos" the prediction was the other family's: compiled
+    ``fft.ifft`` failed inductor's stride assertion on the cuda accelerator, and
+    ``nonzero_static``'s on the host. ``device_hint`` is looked up as a module
+    global at each call (torch/_refs imports it at call time too), so wrapping
+    the module attribute reaches every caller; other device types are untouched.
+    """
+    from torch import _meta_registrations as meta_registrations
+
+    original = meta_registrations.device_hint
+    if getattr(original, "_flagos_device_type", None) == device_type:
+        return
+
+    def device_hint(tensor) -> str:
+        hint = original(tensor)
+        return compute_type if hint == device_type else hint
+
+    device_hint._flagos_device_type = device_type
+    device_hint.__wrapped__ = original
+    meta_registrations.device_hint = device_hint
+
+
 def share_template_heuristics(device_type: str, like: str = "cuda") -> int:
     """Give ``device_type`` the GEMM template heuristics registered for ``like``.
 
