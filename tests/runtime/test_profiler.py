@@ -4,8 +4,11 @@ import time
 
 import pytest
 import torch
+from torch.autograd import DeviceType
 from torch.autograd.profiler import profile as autograd_profile
 from torch.profiler import ProfilerActivity, profile
+
+from tests.requirements import cuda_accelerator
 
 
 def _work():
@@ -47,3 +50,23 @@ def test_torch_profiler_records_flagos_ops(device_activity):
     events = prof.events()
     _assert_sane(events, wall_us)
     assert {"aten::mm", "aten::relu"} <= {e.name for e in events}
+
+
+@cuda_accelerator
+def test_flagos_kernels_are_cuda_device_activity_on_the_cuda_accelerator():
+    # flagos launches CUDA kernels (eager: the compute device's; compiled: Triton cubins on
+    # the flagos stream): the CUDA activity of torch.profiler must show them with device time.
+    compiled = torch.compile(lambda x: (torch.sin(x) * 2).sum(-1))
+    x = torch.randn(64, 256, device="flagos")
+    for _ in range(2):  # compile and warm up outside the profile
+        compiled(x)
+        _work()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        compiled(x)
+        _work()
+        torch.flagos.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    triton = [e for e in kernels if e.name.startswith("triton_")]
+    assert triton, f"no Triton kernel among the CUDA activity: {sorted({e.name for e in kernels})}"
+    assert len(kernels) > len(triton), "the eager matmuls' CUDA kernels are missing"
+    assert all(e.device_time > 0 for e in kernels), [(e.name, e.device_time) for e in kernels]
