@@ -8,6 +8,7 @@ generic hook a vendor implements and, after "flagos:", where this repository imp
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -183,6 +184,11 @@ def run_python(
         timeout=timeout,
         cwd=cwd,
     )
+
+
+def how_it_ended(returncode: int) -> str:
+    """How a child process ended, for a failure message: the signal that killed it, or its status."""
+    return f"killed by {signal.Signals(-returncode).name}" if returncode < 0 else f"exit status {returncode}"
 
 
 def tail(text: str, lines: int = 25) -> str:

@@ -5,14 +5,12 @@ where both exist."""
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 import torch
 
 from pytest_flagos import device_api
 
-from conformance_support import PROPERTY_RULES, bullet, device_index, fail, run_python, tail
+from conformance_support import PROPERTY_RULES, bullet, device_index, fail, how_it_ended, run_python, tail
 
 pytestmark = pytest.mark.flagos_area("runtime")
 
@@ -155,11 +153,7 @@ def test_conjugate_and_negative_views_copy(flagos_device):
         pytest.skip(f"{flagos_device.type}: requires complex64 tensors: " + out.split("NO_COMPLEX", 1)[1].strip())
     checks = [line[len("CHECK ") :] for line in out.splitlines() if line.startswith("CHECK ")]
     if proc.returncode != 0:
-        died = (
-            f"killed by {signal.Signals(-proc.returncode).name}"
-            if proc.returncode < 0
-            else f"exit status {proc.returncode}"
-        )
+        died = how_it_ended(proc.returncode)
         fail(
             f"{checks[-1] if checks else 'the math-bit script'} on {flagos_device} ended the process "
             f"({died}). A stack overflow here means the Conjugate/Negative fallback's clone() reached "

@@ -278,8 +278,8 @@ def meta_layouts_of_compute_device(device_type: str, compute_type: str) -> None:
     torch/_meta_registrations.py (``device_hint``, torch 2.11 - 2.13): the meta
     kernels of the FFTs (``_fft_c2c``, ``_fft_r2c``, ``_fft_c2r``: cuFFT's
     staged layout or MKL's), ``linalg_eig`` and ``_linalg_svd`` (row- or
-    column-major vectors), ``nonzero_static`` and a pooling kernel's
-    channels-last output pick their strides by the fake tensor's device type
+    column-major vectors), ``nonzero_static`` and the 2d paddings'
+    channels-last output (``_pad2d_common``) pick their strides by the fake tensor's device type
     name, as "cuda" or "anything else". flagos runs the compute device's own
     kernels (cuFFT and cuSOLVER on the cuda accelerator, the CPU's on the host),
     so under the name "flagos" the prediction was the other family's: compiled
