@@ -284,6 +284,10 @@ def flatten(op: Any, sample: Any, device: Any) -> FlatSample:
     device_positions = [i for i, leaf in enumerate(leaves) if _names_device(leaf, device)]
     constants = [None if i in positions else leaf for i, leaf in enumerate(leaves)]
     call = op.op
+    # Results defined only up to a choice (an SVD's signs, an eigenvector's phase) come with the
+    # sample's output_process_fn_grad, which maps them to what any valid result agrees on (|U|,
+    # U S Vh): torch's own test_compare_cpu compares devices through it, and so do we.
+    process = getattr(sample, "output_process_fn_grad", None) or (lambda out: out)
 
     def call_on(where: Any, *inputs: Any) -> Any:
         values = list(constants)
@@ -292,7 +296,7 @@ def flatten(op: Any, sample: Any, device: Any) -> FlatSample:
         for i in device_positions:
             values[i] = where
         args, kwargs = pytree.tree_unflatten(values, spec)
-        return _real_view(call(*args, **kwargs))
+        return _real_view(process(call(*args, **kwargs)))
 
     code = getattr(call, "__code__", None)
     reseeds = "wrapper_set_seed" in getattr(code, "co_names", ())
@@ -393,6 +397,25 @@ def _is_random(call: Callable[..., Any], tensors: Sequence[Any], dtype: Any) -> 
         a.shape != b.shape or not torch.equal(a.nan_to_num(), b.nan_to_num())
         for a, b in zip(runs[0], runs[1], strict=False)
     )
+
+
+def uncaptured_on_cpu(sample: FlatSample, dtype: Any) -> str | None:
+    """Why dynamo captures no graph of the sample on the CPU either, or None (it captures one,
+    or the CPU cannot run the sample). A case that no device can compile (a data-dependent
+    result, an op dynamo skips) says nothing about the device it failed on."""
+    import functools
+
+    import torch
+
+    from .oracle import why_dynamo_captures_nothing
+
+    cpu = torch.device("cpu")
+    try:
+        return why_dynamo_captures_nothing(
+            functools.partial(sample.call, cpu), *[_clone(t, cpu, dtype) for t in sample.tensors]
+        )
+    except Exception:
+        return None
 
 
 def values_erased(fn: Callable[..., Any]) -> Callable[..., Any]:

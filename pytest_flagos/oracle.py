@@ -194,5 +194,16 @@ def assert_compiles_like_eager(
 
     reason, graphs, breaks = _not_compiled_reason(allow_graph_breaks)
     if reason is not None:
-        raise NotCompiledError(f"flagos: {reason}")
+        raise NotCompiledError(f"on {device}: {reason}")
     return OracleResult(compiled=compiled, eager=eager, graphs=graphs, graph_breaks=breaks)
+
+
+def why_dynamo_captures_nothing(fn: Any, *inputs: Any) -> str | None:
+    """Why dynamo captures no graph of fn(*inputs), or None when it captures one. Traced with
+    the "eager" backend: dynamo alone, no code generated. Errors of fn propagate."""
+    import torch
+
+    _torch_compat.reset_dynamo()
+    torch.compile(fn, backend="eager")(*inputs)
+    reason, graphs, _ = _not_compiled_reason(allow_graph_breaks=True)
+    return reason if graphs == 0 else None

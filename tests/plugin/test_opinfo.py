@@ -234,6 +234,30 @@ def test_factory_samples_follow_the_device(flagos):
     opinfo.check_eager(flat_sample, flagos, F32, grads=False, name="ones float32")
 
 
+def test_results_defined_up_to_sign_compare_as_the_opinfo_processes_them(flagos):
+    # An SVD's singular vectors are unique up to sign: cuSOLVER and LAPACK return different
+    # valid ones (cuda's linalg.svd was reported eager-wrong). The OpInfo's samples carry
+    # output_process_fn_grad (|U|, S, |Vh|, U S Vh) for exactly this comparison.
+    ops = {opinfo.full_name(op): op for op in opinfo.load_op_db()}
+    samples = opinfo.select_samples(ops["linalg.svd"], flagos, F32, False, 4)
+
+    def signs_flipped_on_the_device(a, *args, **kwargs):
+        u, s, vh = torch.linalg.svd(a, *args, **kwargs)
+        return (u, s, vh) if a.device.type == "cpu" else (-u, s, -vh)
+
+    def wrong_singular_values_on_the_device(a, *args, **kwargs):
+        u, s, vh = torch.linalg.svd(a, *args, **kwargs)
+        return (u, s, vh) if a.device.type == "cpu" else (u, s * 1.1, vh)
+
+    for sample in samples:
+        flipped = opinfo.flatten(types.SimpleNamespace(op=signs_flipped_on_the_device), sample, flagos)
+        opinfo.check_eager(flipped, flagos, F32, grads=False, name="linalg.svd float32")
+    with pytest.raises(opinfo.CaseFailure, match="eager-wrong"):
+        for sample in samples:
+            wrong = opinfo.flatten(types.SimpleNamespace(op=wrong_singular_values_on_the_device), sample, flagos)
+            opinfo.check_eager(wrong, flagos, F32, grads=False, name="linalg.svd float32")
+
+
 def test_complex_results_compare_as_real_views():
     ops = {opinfo.full_name(op): op for op in opinfo.load_op_db()}
     op = ops["fft.ifft"]
@@ -273,8 +297,8 @@ def test_a_compile_error_keeps_the_first_line_of_the_innermost_error():
     assert failure.headline == (
         "compile-error: sin float32 forward: RuntimeError: triton: out of resources (raised as AssertionError)"
     )
-    failure = opinfo.classify_compiled(NotCompiledError("flagos: dynamo compiled nothing"), "x float32", "backward")
-    assert failure.headline == "compile-error: x float32 backward: not compiled: flagos: dynamo compiled nothing"
+    failure = opinfo.classify_compiled(NotCompiledError("on cpu: dynamo compiled nothing"), "x float32", "backward")
+    assert failure.headline == "compile-error: x float32 backward: not compiled: on cpu: dynamo compiled nothing"
 
 
 @torch.library.custom_op("flagos_test::fake_raises", mutates_args=())
@@ -387,6 +411,9 @@ OPS = [
     op("sample_bug", torch.sin, samples=no_samples),
     op("hang", hang),
     op("crash", crash),
+    # dynamo captures no graph: of any device's call, or of the device's call only
+    op("uncapturable", lambda x: torch._dynamo.disable(torch.sin)(x)),
+    op("uncapturable_on_device", lambda x: torch._dynamo.disable(torch.sin)(x) if off_device(x) else x.sin()),
 ]
 ops_support.op_db = lambda: tuple(OPS)
 """
@@ -398,6 +425,8 @@ EXPECTED_VERDICTS = {
     "compile_error": "compile-error",
     "sample_bug": "sample-error",
     "hang": "timeout",
+    "uncapturable": None,
+    "uncapturable_on_device": "compile-error",
 }
 
 
@@ -446,6 +475,8 @@ def test_planted_bad_ops_get_their_verdicts_and_a_crash_does_not_stop_the_run(pl
     # every case is in the report, the crashed one too
     assert set(outcomes) == set(EXPECTED_VERDICTS) | {"crash"}, result.stdout.str()
     assert outcomes["good"][0] == "passed"
+    # nothing to compile on the cpu either: upstream's gap, a skip that says so, not the device's failure
+    assert outcomes["uncapturable"][0] == "skipped" and "on cpu either" in outcomes["uncapturable"][1]
     for name, verdict in EXPECTED_VERDICTS.items():
         if verdict:
             outcome, reason = outcomes[name]

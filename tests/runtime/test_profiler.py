@@ -53,9 +53,9 @@ def test_torch_profiler_records_flagos_ops(device_activity):
 
 
 @cuda_accelerator
-def test_flagos_kernels_are_cuda_device_activity_on_the_cuda_accelerator():
+def test_flagos_kernels_are_device_activity_on_the_cuda_accelerator():
     # flagos launches CUDA kernels (eager: the compute device's; compiled: Triton cubins on
-    # the flagos stream): the CUDA activity of torch.profiler must show them with device time.
+    # the flagos stream): the device activity of torch.profiler must show them with device time.
     compiled = torch.compile(lambda x: (torch.sin(x) * 2).sum(-1))
     x = torch.randn(64, 256, device="flagos")
     for _ in range(2):  # compile and warm up outside the profile
@@ -65,8 +65,10 @@ def test_flagos_kernels_are_cuda_device_activity_on_the_cuda_accelerator():
         compiled(x)
         _work()
         torch.flagos.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    # torch files Kineto's GPU activity under PrivateUse1 once a PrivateUse1 backend is named
+    # (profiler_kineto.cpp, deviceTypeFromActivity), CUDA's own kernels too: either is device activity.
+    kernels = [e for e in prof.events() if e.device_type in (DeviceType.CUDA, DeviceType.PrivateUse1)]
     triton = [e for e in kernels if e.name.startswith("triton_")]
-    assert triton, f"no Triton kernel among the CUDA activity: {sorted({e.name for e in kernels})}"
+    assert triton, f"no Triton kernel among the device activity: {sorted({e.name for e in kernels})}"
     assert len(kernels) > len(triton), "the eager matmuls' CUDA kernels are missing"
     assert all(e.device_time > 0 for e in kernels), [(e.name, e.device_time) for e in kernels]

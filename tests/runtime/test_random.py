@@ -58,3 +58,19 @@ def test_explicit_generator_and_dropout():
     d2 = torch.nn.functional.dropout(torch.ones(64, device="flagos"), 0.5)
     assert torch.equal(d1, d2)
     assert 0 < (d1 == 0).sum().item() < 64
+
+
+def test_compiled_code_that_saves_and_restores_the_rng_state_graph_breaks_like_cuda():
+    # torch's freeze_rng_state (the OpInfo's wrapper_set_seed) calls the device module's
+    # get/set_rng_state under no_dispatch(); dynamo must skip them as it skips torch.cuda's,
+    # not trace into them and fail converting the state tensor to a fake one.
+    from torch.testing._internal.common_utils import freeze_rng_state
+
+    def f(x):
+        with freeze_rng_state():
+            torch.manual_seed(42)
+            return x.log_normal_()
+
+    x = torch.ones(8, device="flagos")
+    out = torch.compile(f, backend="eager")(x.clone())
+    assert out.device == x.device and bool((out > 0).all())

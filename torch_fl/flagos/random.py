@@ -42,25 +42,36 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
+# The generator state functions are opaque to dynamo, as torch.cuda's are (torch's own modules
+# are skipped by its trace rules; a third-party module is traced into): torch's
+# freeze_rng_state and fork_rng call them under no_dispatch(), where tracing their state
+# tensors fails instead of breaking the graph.
+_not_traced = torch.compiler.disable
+
+
 def _generator(device=None) -> torch.Generator:
     return default_generators[_checked(device)]
 
 
+@_not_traced
 def manual_seed(seed: int) -> None:
     """Seeds the current device's generator."""
     _generator().manual_seed(int(seed))
 
 
+@_not_traced
 def manual_seed_all(seed: int) -> None:
     for g in default_generators:
         g.manual_seed(int(seed))
 
 
+@_not_traced
 def seed() -> None:
     """Seeds the current device's generator with a non-deterministic number."""
     _generator().seed()
 
 
+@_not_traced
 def seed_all() -> None:
     first = _generator(0)
     first.seed()
@@ -72,18 +83,22 @@ def initial_seed() -> int:
     return _generator().initial_seed()
 
 
+@_not_traced
 def get_rng_state(device=None) -> torch.Tensor:
     return _generator(device).get_state()
 
 
+@_not_traced
 def set_rng_state(new_state: torch.Tensor, device=None) -> None:
     _generator(device).set_state(new_state.cpu() if new_state.device.type != "cpu" else new_state)
 
 
+@_not_traced
 def get_rng_state_all() -> list:
     return [g.get_state() for g in default_generators]
 
 
+@_not_traced
 def set_rng_state_all(new_states) -> None:
     for index, state in enumerate(new_states):
         set_rng_state(state, index)
