@@ -1,6 +1,9 @@
 """One generator per device: seeding, state, independence from the CPU."""
 
+import contextlib
+
 import torch
+from torch.utils._mode_utils import no_dispatch
 
 from tests.requirements import two_devices
 
@@ -60,14 +63,24 @@ def test_explicit_generator_and_dropout():
     assert 0 < (d1 == 0).sum().item() < 64
 
 
-def test_compiled_code_that_saves_and_restores_the_rng_state_graph_breaks_like_cuda():
-    # torch's freeze_rng_state (the OpInfo's wrapper_set_seed) calls the device module's
-    # get/set_rng_state under no_dispatch(); dynamo must skip them as it skips torch.cuda's,
-    # not trace into them and fail converting the state tensor to a fake one.
-    from torch.testing._internal.common_utils import freeze_rng_state
+@contextlib.contextmanager
+def _rng_state_frozen():
+    # what torch.testing's freeze_rng_state (the OpInfos' wrapper_set_seed) does for a device;
+    # the original needs expecttest
+    with no_dispatch():
+        state = torch.flagos.get_rng_state()
+    try:
+        yield
+    finally:
+        with no_dispatch():
+            torch.flagos.set_rng_state(state)
 
+
+def test_compiled_code_that_saves_and_restores_the_rng_state_graph_breaks_like_cuda():
+    # dynamo must skip the device module's get/set_rng_state as it skips torch.cuda's, not trace
+    # into them and fail converting the state tensor to a fake one under no_dispatch().
     def f(x):
-        with freeze_rng_state():
+        with _rng_state_frozen():
             torch.manual_seed(42)
             return x.log_normal_()
 
