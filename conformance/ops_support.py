@@ -210,7 +210,14 @@ class CaseRun:
             flat = opinfo.flatten(self.op, sample, self.device)
             self.phase = f"running eagerly, {label}"
             try:
-                opinfo.check_eager(flat, self.device, dtype, grads=self.case.backward, name=self.name)
+                opinfo.check_eager(
+                    flat,
+                    self.device,
+                    dtype,
+                    grads=self.case.backward,
+                    name=self.name,
+                    cpu_exemption=self.case.cpu_exemption,
+                )
             except opinfo.SampleNotRunnable as exc:
                 not_runnable.append(f"{label}: {exc}")
                 continue

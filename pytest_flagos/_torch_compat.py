@@ -317,3 +317,20 @@ def opinfo_op_db() -> list[Any]:
     from torch.testing._internal.common_methods_invocations import op_db
 
     return op_db
+
+
+def opinfo_decorations(op: Any, cls_name: str, test_name: str, device_type: str, dtype: Any) -> list[Any]:
+    """The decorators an OpInfo applies to torch's test `cls_name.test_name` on the device type
+    in the dtype (DecorateInfo.is_active in torch/testing/_internal/opinfo/core.py; its
+    param_kwargs argument is newer than some releases, so it is passed only where taken)."""
+    found = []
+    for info in getattr(op, "decorators", ()) or ():
+        is_active = getattr(info, "is_active", None)
+        if is_active is None:
+            continue
+        args: tuple[Any, ...] = (cls_name, test_name, device_type, dtype)
+        if len(inspect.signature(is_active).parameters) > len(args):
+            args += ({},)
+        if is_active(*args):
+            found.extend(getattr(info, "decorators", ()))
+    return found

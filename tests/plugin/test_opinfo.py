@@ -258,6 +258,30 @@ def test_results_defined_up_to_sign_compare_as_the_opinfo_processes_them(flagos)
             opinfo.check_eager(wrong, flagos, F32, grads=False, name="linalg.svd float32")
 
 
+def test_ops_the_opinfo_exempts_from_its_cpu_comparison_compare_shapes_only(flagos):
+    # torch's own test_compare_cpu is skipped or expected to fail for some ops (unique's order,
+    # integer overflow, LU pivots; mode's ties on cuda in float32): their values may differ
+    # from the CPU's on a right device
+    ops = {opinfo.full_name(op): op for op in opinfo.load_op_db()}
+    assert "undefined" in opinfo.cpu_exemption(ops["unique"], ("cpu", "cuda"), "float32")
+    assert "expects its cpu comparison to fail" in opinfo.cpu_exemption(ops["linalg.lu"], ("cpu",), "float32")
+    assert opinfo.cpu_exemption(ops["mode"], ("cuda",), "float32")
+    assert opinfo.cpu_exemption(ops["mode"], ("cpu",), "float32") is None
+    assert opinfo.cpu_exemption(ops["mode"], ("cuda",), "float64") is None
+    assert opinfo.cpu_exemption(ops["add"], ("cpu", "cuda"), "float32") is None
+    tier = opinfo.Tier("t", share=(1, 1), forward_dtypes=("float32",), backward_dtypes=(), samples=1)
+    by_name = {case.op: case for _, case in opinfo.cases([ops["unique"], ops["add"]], "flagos", ["float32"], tier)}
+    assert by_name["unique"].cpu_exemption and by_name["add"].cpu_exemption is None
+
+    other_order = flat(lambda d, x: x.flip(0) if x.device.type != "cpu" else x, torch.randn(6))
+    opinfo.check_eager(other_order, flagos, F32, grads=False, name="unique float32", cpu_exemption="order")
+    with pytest.raises(opinfo.CaseFailure, match="eager-wrong"):
+        opinfo.check_eager(other_order, flagos, F32, grads=False, name="unique float32")
+    other_shape = flat(lambda d, x: x[1:] if x.device.type != "cpu" else x, torch.randn(6))
+    with pytest.raises(opinfo.CaseFailure, match="where cpu gives"):
+        opinfo.check_eager(other_shape, flagos, F32, grads=False, name="unique float32", cpu_exemption="order")
+
+
 def test_complex_results_compare_as_real_views():
     ops = {opinfo.full_name(op): op for op in opinfo.load_op_db()}
     op = ops["fft.ifft"]
