@@ -323,7 +323,7 @@ def opinfo_decorations(op: Any, cls_name: str, test_name: str, device_type: str,
     """The decorators an OpInfo applies to torch's test `cls_name.test_name` on the device type
     in the dtype (DecorateInfo.is_active in torch/testing/_internal/opinfo/core.py; its
     param_kwargs argument is newer than some releases, so it is passed only where taken)."""
-    found = []
+    found: list[Any] = []
     for info in getattr(op, "decorators", ()) or ():
         is_active = getattr(info, "is_active", None)
         if is_active is None:
