@@ -48,7 +48,9 @@ ops_pytest() {  # ops_pytest cuda|flagos REPORT ARG...: the full tier of test_op
   local which=$1 report=$2; shift 2
   local device=flagos toml=flagos-cuda
   [ "$which" = cuda ] && { device=cuda; toml=cuda; }
-  env FLAGOS_OPS_TIER=full FLAGOS_OPS_SHARE="${OPS_SHARE:-1/8}" ${OPS_SAMPLES:+FLAGOS_OPS_SAMPLES=$OPS_SAMPLES} \
+  # exec: the phase's timeout then signals pytest itself, not a bash that would leave pytest
+  # and its xdist workers running into the next phase
+  exec env FLAGOS_OPS_TIER=full FLAGOS_OPS_SHARE="${OPS_SHARE:-1/8}" ${OPS_SAMPLES:+FLAGOS_OPS_SAMPLES=$OPS_SAMPLES} \
     $PY -m pytest -p flagos --flagos-device=$device conformance/test_ops.py -q -p no:cacheprovider \
     --flagos-compile-threads=1 --flagos-expectations=conformance/expectations/$toml.toml \
     --flagos-report="$report" "$@"
