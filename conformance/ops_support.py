@@ -193,6 +193,7 @@ class CaseRun:
         from pytest_flagos.oracle import NotCompiledError
 
         dtype = getattr(torch, self.case.dtype)
+        exemption = opinfo.cpu_exemption(self.op, self.case.tables, self.case.dtype)
         self.phase = "building the op's sample inputs on the device"
         try:
             samples = opinfo.select_samples(self.op, self.device, dtype, self.case.backward, self.tier.samples)
@@ -216,7 +217,7 @@ class CaseRun:
                     dtype,
                     grads=self.case.backward,
                     name=self.name,
-                    cpu_exemption=self.case.cpu_exemption,
+                    cpu_exemption=exemption,
                 )
             except opinfo.SampleNotRunnable as exc:
                 not_runnable.append(f"{label}: {exc}")

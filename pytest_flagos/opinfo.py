@@ -128,8 +128,7 @@ class Case:
     op: str  # full name
     dtype: str  # torch dtype name: "float32"
     backward: bool
-    # why the OpInfo exempts the op's values from the comparison with the CPU, or None
-    cpu_exemption: str | None = None
+    tables: tuple[str, ...] = ()  # the OpInfo device types whose dtypes chose it (dtype_tables)
 
     @property
     def id(self) -> str:
@@ -190,13 +189,13 @@ def cases(ops: Iterable[Any], device_type: str, claimed: Sequence[str], tier: Ti
         supported = {str(d).removeprefix("torch.") for d in _supported(op, tables, backward=False)}
         for dtype in forward:
             if dtype in supported:
-                yield op, Case(name, dtype, backward=False, cpu_exemption=cpu_exemption(op, tables, dtype))
+                yield op, Case(name, dtype, backward=False, tables=tables)
         if not op.supports_autograd:
             continue
         differentiable = {str(d).removeprefix("torch.") for d in _supported(op, tables, backward=True)}
         for dtype in tier.backward_dtypes:
             if dtype in claimed and dtype in differentiable:
-                yield op, Case(name, dtype, backward=True, cpu_exemption=cpu_exemption(op, tables, dtype))
+                yield op, Case(name, dtype, backward=True, tables=tables)
 
 
 def cpu_exemption(op: Any, tables: Sequence[str], dtype_name: str) -> str | None:
@@ -204,7 +203,8 @@ def cpu_exemption(op: Any, tables: Sequence[str], dtype_name: str) -> str | None
     (TestCommon.test_compare_cpu skipped or expected to fail on one of the device's tables:
     undefined order, integer overflow, LU pivots, ...), or None. Such an op's eager values are
     not compared with the CPU's, only their shapes and dtypes; compiled is still compared with
-    eager on the device."""
+    eager on the device. Asked when a case runs: reading the decorations of every case at
+    collection would cost a second per process."""
     import torch
 
     dtype = getattr(torch, dtype_name)
@@ -500,7 +500,7 @@ def check_eager(
     sample: FlatSample, device: Any, dtype: Any, *, grads: bool, name: str, cpu_exemption: str | None = None
 ) -> None:
     """Run the sample eagerly on the device and compare with the CPU (shapes and dtypes only
-    for random draws and for an op the OpInfo exempts: `cpu_exemption`, Case.cpu_exemption).
+    for random draws and for an op the OpInfo exempts: `cpu_exemption`, see cpu_exemption()).
 
     Raises CaseFailure('eager-wrong') when the device raises or deviates, SampleNotRunnable
     when the CPU cannot run the sample either. On the cpu device itself only the second.
