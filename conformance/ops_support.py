@@ -174,6 +174,7 @@ class CaseRun:
     device: Any
     tier: Any
     oracle: Any
+    compile_missing: str | None = None  # why the device cannot compile: eager half only
     phase: str = "starting"
 
     @property
@@ -224,6 +225,8 @@ class CaseRun:
                 continue
             except opinfo.CaseFailure as failure:
                 raise opinfo.CaseFailure(failure.verdict, failure.headline, _join(label, failure.detail)) from None
+            if self.compile_missing:
+                continue
             self.phase = f"compiling and running compiled, {label}"
             undefined = opinfo.has_undefined_values(self.name)  # only shapes and dtypes compare
             try:
@@ -245,6 +248,9 @@ class CaseRun:
                 raise opinfo.CaseFailure(failure.verdict, failure.headline, _join(label, failure.detail)) from None
         if len(not_runnable) == len(samples):
             pytest.skip(f"{self.case.op} {self.case.dtype}: {not_runnable[0]} (the OpInfo sample, not the device)")
+        if self.compile_missing:
+            checked = len(samples) - len(not_runnable)
+            pytest.skip(f"{self.compile_missing} (eager checked: matches the cpu on {checked} sample(s))")
         return not_runnable
 
 
@@ -252,9 +258,24 @@ def _join(*parts: str) -> str:
     return "\n".join(p for p in parts if p)
 
 
-def run_case(op_case: Any, device: Any, oracle: Any, record_property: Any, backward: bool) -> None:
+def why_not_compiled(config: pytest.Config) -> str | None:
+    """The skip reason of the compiled half on a device without an inductor code generator."""
+    from pytest_flagos.requirements import missing_reason, skip_reason
+
+    why = missing_reason("inductor", config)
+    return skip_reason("inductor", why) if why is not None else None
+
+
+def run_case(
+    op_case: Any,
+    device: Any,
+    oracle: Any,
+    record_property: Any,
+    backward: bool,
+    compile_missing: str | None = None,
+) -> None:
     """The body of test_forward / test_backward: verdict recorded, failure message starting
-    with the verdict and the op."""
+    with the verdict and the op. compile_missing: why the device cannot compile (eager only)."""
     from pytest_flagos.opinfo import PROP_OP, PROP_VERDICT, CaseFailure
 
     if isinstance(op_case, str):
@@ -262,7 +283,7 @@ def run_case(op_case: Any, device: Any, oracle: Any, record_property: Any, backw
     op, case = op_case
     assert case.backward == backward
     record_property(PROP_OP, case.op)
-    runner = CaseRun(op, case, device, tier_from_env(), oracle)
+    runner = CaseRun(op, case, device, tier_from_env(), oracle, compile_missing)
     try:
         runner.run()
     except CaseFailure as failure:

@@ -496,6 +496,24 @@ def _compare_leaf(path: str, got: Any, cpu: Any, ref: Any, dtype_slack: float) -
     )
 
 
+def _device_module_at_fault(exc: BaseException, device: Any) -> str | None:
+    """The name of the device's torch module (torch.get_device_module) when `exc`, raised by a
+    CPU run, names it or was raised inside it: the device's doing, not the sample's."""
+    import traceback
+
+    import torch
+
+    try:
+        module = torch.get_device_module(device.type).__name__
+    except Exception:
+        return None
+    if not module or module == "torch":
+        return None
+    frames = {frame.f_globals.get("__name__", "") for frame, _ in traceback.walk_tb(exc.__traceback__)}
+    inside = any(name == module or name.startswith(module + ".") for name in frames)
+    return module if inside or f"'{module}'" in str(exc) else None
+
+
 def check_eager(
     sample: FlatSample, device: Any, dtype: Any, *, grads: bool, name: str, cpu_exemption: str | None = None
 ) -> None:
@@ -523,6 +541,13 @@ def check_eager(
     try:
         cpu_out, cpu_grads = _run(sample.call, sample.tensors, cpu, dtype, grads, 0)
     except Exception as exc:
+        if device.type != "cpu" and (module := _device_module_at_fault(exc, device)):
+            raise CaseFailure(
+                "eager-wrong",
+                f"eager-wrong: {name} {what}: the sample fails on cpu too, in the device module {module} "
+                f"({_first_line(exc)}): torch calls the module of every registered device from code on "
+                "any device (its RNG state functions from freeze_rng_state and fork_rng); provide what it asks for",
+            ) from None
         if device_error is not None or device.type == "cpu":
             raise SampleNotRunnable(f"the sample fails on cpu too ({_first_line(exc)})") from None
         return  # the device runs what the CPU cannot (a dtype the CPU lacks): nothing to compare with

@@ -157,6 +157,24 @@ def test_raising_on_the_device_only_is_eager_wrong_and_on_both_not_runnable(flag
         opinfo.check_eager(flat(everywhere, torch.randn(3)), flagos, F32, grads=False, name="x float32")
 
 
+def test_a_sample_that_fails_on_cpu_in_the_device_module_is_the_devices(flagos):
+    # torch calls a registered device's module from CPU code too (freeze_rng_state asks it for
+    # get_rng_state): a device module lacking it fails the CPU run, and that is the device's gap
+    module = torch.get_device_module("flagos").__name__
+
+    def device_module_gap(d, x):
+        raise AttributeError(f"module '{module}' has no attribute 'get_rng_state'")
+
+    with pytest.raises(opinfo.CaseFailure, match=f"^eager-wrong: x float32 forward: .* in the device module {module}"):
+        opinfo.check_eager(flat(device_module_gap, torch.randn(3)), flagos, F32, grads=False, name="x float32")
+
+    def sample_gap(d, x):
+        raise ValueError("bad sample")
+
+    with pytest.raises(opinfo.SampleNotRunnable):
+        opinfo.check_eager(flat(sample_gap, torch.randn(3)), flagos, F32, grads=False, name="x float32")
+
+
 def test_random_ops_compare_shapes_not_values(flagos):
     opinfo.check_eager(flat(lambda d, x: torch.rand_like(x), torch.randn(4)), flagos, F32, grads=False, name="r")
     with pytest.raises(opinfo.CaseFailure, match="where cpu gives"):
@@ -366,6 +384,31 @@ def test_tier_variables(ops_support):
     assert ops_support.timeout_from_env({"FLAGOS_OPS_TIMEOUT": "2.5"}) == 2.5
     with pytest.raises(pytest.UsageError, match="FLAGOS_OPS_TIMEOUT"):
         ops_support.timeout_from_env({"FLAGOS_OPS_TIMEOUT": "soon"})
+
+
+def test_without_a_code_generator_the_eager_half_runs_and_the_compiled_half_skips(ops_support, flagos):
+    # a device in bring-up (no inductor code generator yet) still learns which eager kernels are wrong
+    tier = opinfo.Tier("t", share=(1, 1), samples=1, forward_dtypes=("float32",), backward_dtypes=())
+
+    def op(name, fn):
+        def sample_inputs(device, dtype, requires_grad=False):
+            return [
+                types.SimpleNamespace(input=torch.linspace(-1, 1, 8, device=device, dtype=dtype), args=(), kwargs={})
+            ]
+
+        return types.SimpleNamespace(name=name, variant_test_name="", op=fn, sample_inputs=sample_inputs, decorators=())
+
+    def not_to_be_called(*args, **kwargs):
+        raise AssertionError("the compiled half ran on a device without a code generator")
+
+    def run(name, fn):
+        case = opinfo.Case(name, "float32", backward=False)
+        ops_support.CaseRun(op(name, fn), case, flagos, tier, not_to_be_called, "no code generator").run()
+
+    with pytest.raises(pytest.skip.Exception, match=r"^no code generator \(eager checked: matches the cpu on 1 sample"):
+        run("good", torch.sin)
+    with pytest.raises(opinfo.CaseFailure, match=r"^eager-wrong: bad float32 forward on flagos:0"):
+        run("bad", lambda x: x.sin() + (0.1 if x.device.type != "cpu" else 0.0))
 
 
 # --- a run over planted bad ops: every verdict, a hang, a crash; the run goes on ----------
