@@ -250,7 +250,11 @@ class CaseRun:
             pytest.skip(f"{self.case.op} {self.case.dtype}: {not_runnable[0]} (the OpInfo sample, not the device)")
         if self.compile_missing:
             checked = len(samples) - len(not_runnable)
-            pytest.skip(f"{self.compile_missing} (eager checked: matches the cpu on {checked} sample(s))")
+            # the capability first, as every capability skip; the eager note early (reports cut reasons)
+            pytest.skip(
+                f"flagos: requires inductor for the compiled half (eager checked: matches the cpu on {checked} "
+                f"sample(s)): {self.compile_missing}"
+            )
         return not_runnable
 
 
@@ -259,11 +263,10 @@ def _join(*parts: str) -> str:
 
 
 def why_not_compiled(config: pytest.Config) -> str | None:
-    """The skip reason of the compiled half on a device without an inductor code generator."""
-    from pytest_flagos.requirements import missing_reason, skip_reason
+    """Why the device has no inductor code generator (the compiled half cannot run), or None."""
+    from pytest_flagos.requirements import missing_reason
 
-    why = missing_reason("inductor", config)
-    return skip_reason("inductor", why) if why is not None else None
+    return missing_reason("inductor", config)
 
 
 def run_case(

@@ -351,3 +351,28 @@ def test_synchronize_waits_for_queued_work(flagos_device, device_module, device_
         problems.append("a result read after synchronize() differs from the one read before")
     if problems:
         fail("synchronize is broken:\n" + bullet(problems), "guard")
+
+
+def test_rng_state_is_saved_and_restored_through_torch_random(flagos_device):
+    """torch.random.fork_rng saves and restores the device's generator through the device
+    module's get_rng_state/set_rng_state; activation checkpointing and torch's own
+    freeze_rng_state do the same, and freeze_rng_state asks every registered device's module
+    from CPU code too."""
+    devices = [] if flagos_device.type == "cpu" else [device_index(flagos_device)]  # cpu's is always forked
+    torch.manual_seed(123)
+    try:
+        with torch.random.fork_rng(devices=devices, device_type=flagos_device.type):
+            inside = torch.rand(8, device=flagos_device).cpu()
+    except Exception as exc:
+        fail(
+            f"torch.random.fork_rng(device_type={flagos_device.type!r}) raised {type(exc).__name__}: {exc} "
+            f"(torch.{flagos_device.type} needs get_rng_state(device) and set_rng_state(state, device))",
+            "module",
+        )
+    after = torch.rand(8, device=flagos_device).cpu()
+    if not torch.equal(inside, after):
+        fail(
+            "after torch.random.fork_rng the device's generator draws other numbers than inside it: "
+            f"set_rng_state did not restore the state get_rng_state saved ({inside[:3].tolist()} vs {after[:3].tolist()})",
+            "module",
+        )
