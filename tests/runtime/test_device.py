@@ -122,3 +122,27 @@ def test_host_device_count_is_configurable(python_subprocess):
     r = python_subprocess("import torch; print(torch.flagos.device_count())", env={"FLAGOS_HOST_DEVICE_COUNT": "3"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "3"
+
+
+def test_no_registration_warning_when_torch_dynamo_is_imported_during_shutdown(python_subprocess):
+    # A thread still running after the main thread ended imports torch._dynamo: the interpreter is
+    # shutting down (torch itself can no longer compile there), so flagos must not warn that its
+    # registration failed; the vendor would read it as a flagos bug.
+    r = python_subprocess(
+        """
+        import threading, time, torch, torch_fl
+
+        def late():
+            while threading.main_thread().is_alive():
+                time.sleep(0.01)
+            try:
+                torch.compile(lambda x: x + 1)(torch.ones(2))
+            except RuntimeError as error:  # torch's own: "can't register atexit after shutdown"
+                print(error)
+
+        threading.Thread(target=late).start()
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert "after shutdown" in r.stdout, r.stdout  # the situation arose
+    assert "flagos" not in r.stderr, r.stderr

@@ -14,6 +14,7 @@ torch module that was mid-import has finished, checked at each later import.
 import importlib.abc
 import importlib.util
 import sys
+import threading
 import warnings
 
 
@@ -30,6 +31,10 @@ def _run(callback):
     try:
         callback()
     except Exception as error:  # never break the user's import
+        if not threading.main_thread().is_alive():
+            # The interpreter is shutting down (a late import from a thread or a finaliser): torch
+            # cannot compile any more either, so a warning would only blame flagos for it.
+            return
         warnings.warn(f"flagos: registration with torch.compile failed: {error!r}", RuntimeWarning, stacklevel=3)
 
 
