@@ -8,6 +8,8 @@
 //   3. returns a Work whose result and future hold the flagos tensors.
 #include "flagos_backend.h"
 
+#include <Python.h>
+
 #include <ATen/core/ivalue.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
@@ -187,6 +189,17 @@ class DistributedBackend final : public c10d::Backend {
                      int rank, int size)
       : Backend(rank, size), device_engine_(std::move(device_engine)), cpu_engine_(std::move(cpu_engine)) {
     TORCH_CHECK(device_engine_, "flagos: torch.distributed backend needs an engine for flagos tensors");
+  }
+
+  // Gloo's destructor joins its worker threads, and one of them may be freeing a finished work
+  // whose thread-local state holds Python objects, which takes the GIL. Python frees a DDP
+  // Reducer, which may hold the last reference to this backend, with the GIL held: let go of it
+  // while the engines wait, or both threads wait for each other forever.
+  ~DistributedBackend() override {
+    PyThreadState* released = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+    device_engine_.reset();
+    cpu_engine_.reset();
+    if (released) PyEval_RestoreThread(released);
   }
 
   const std::string getBackendName() const override { return "flagos"; }

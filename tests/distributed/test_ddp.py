@@ -106,6 +106,41 @@ def test_collectives_on_flagos_tensors(backend):
     assert [o.split() for o in outputs] == [["ok", "0"], ["ok", "1"]]
 
 
+# Rank 0 frees its DistributedDataParallel module, whose Reducer holds the last reference to the
+# process group, while an allreduce is still in flight: rank 1 joins it seconds later, and the
+# engine's worker thread then frees the finished work, whose thread-local state holds Python
+# objects (the saved-tensors hooks active when it was issued). Python frees the Reducer with the GIL
+# held: the backend must not wait for that thread while holding it.
+FREE_DURING_COLLECTIVE = """
+    import os, sys, time, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    rank, port = int(sys.argv[1]), sys.argv[2]
+    dist.init_process_group("flagos", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    device = torch.device("flagos", rank)
+    model = DistributedDataParallel(torch.nn.Linear(4, 4).to(device), device_ids=[rank])
+    if rank == 1:
+        time.sleep(3)  # rank 0 is freeing its module by now
+        dist.all_reduce(torch.ones(4, device=device))
+    else:
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            dist.all_reduce(torch.ones(4, device=device), async_op=True)
+        dist.destroy_process_group()
+        del model
+        print("freed", flush=True)
+    os._exit(0)
+"""
+
+
+@pytest.mark.slow
+@host_only
+@two_devices
+def test_freeing_ddp_during_a_collective_does_not_deadlock():
+    port = _free_port()
+    code = textwrap.dedent(FREE_DURING_COLLECTIVE)
+    outputs = _run_ranks(lambda rank: [sys.executable, "-c", code, str(rank), str(port)], timeout=60)
+    assert outputs[0].split() == ["freed"]
+
+
 @pytest.mark.slow
 @host_only
 @two_devices
