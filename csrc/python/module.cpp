@@ -154,6 +154,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_raw_stream",
         [](int64_t id, int i) { return reinterpret_cast<uintptr_t>(flagos::native_stream(unpack(id, i))); });
 
+  // The flagos stream of an accelerator stream handle (torch_fl/compile/cuda_graphs.py: the capture stream).
+  m.def("_stream_from_native", [](uintptr_t handle, int i) {
+    return pack(flagos::stream_of_native(static_cast<c10::DeviceIndex>(i), reinterpret_cast<flagos_stream>(handle)));
+  });
+  m.def("_allocate_from_compute_device", &flagos::set_allocate_from_compute_device,
+        "Route this thread's flagos allocations to the compute device's allocator; returns the previous setting.");
+
   // What compiled code passes to kernel launches: the current stream's handle.
   m.def("_current_raw_stream", [](int i) {
     return reinterpret_cast<uintptr_t>(flagos::current_native_stream(static_cast<c10::DeviceIndex>(i)));

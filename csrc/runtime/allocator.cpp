@@ -10,6 +10,7 @@
 // its free until events recorded on those streams have completed.
 #include "runtime.h"
 
+#include <ATen/Context.h>
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace flagos {
@@ -63,11 +65,18 @@ struct Adopted {
 
 // A c10::DeviceAllocator, so that torch.accelerator's memory API (memory_allocated,
 // memory_stats, empty_cache, ...) reaches this pool as it reaches CUDA's.
+thread_local bool allocate_from_compute_device = false;
+
+// nbytes from the compute device's allocator on `device`, on its current
+// stream (a CUDA graph capture's, while one runs), as a flagos allocation.
+c10::DataPtr compute_device_allocation(size_t nbytes, c10::DeviceIndex device);
+
 class CachingAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     c10::DeviceIndex device = current_device();
     check_index(device);
+    if (allocate_from_compute_device) return compute_device_allocation(nbytes, device);
     size_t size = round_size(nbytes);
     void* ptr = size ? take(device, size, nbytes, current_native_stream(device)) : nullptr;
     return {ptr, ptr, &CachingAllocator::release, c10::Device(kDeviceType, device)};
@@ -375,9 +384,34 @@ class CachingAllocator final : public c10::DeviceAllocator {
   std::vector<uint64_t> capacity_;
 };
 
+c10::DataPtr compute_device_allocation(size_t nbytes, c10::DeviceIndex device) {
+  const c10::DeviceType compute = compute_device_type();
+  // torch sets a GPU device type up on its own first use (CUDA's allocator too); this may come first.
+  static std::once_flag initialized;
+  std::call_once(initialized, [compute] { at::globalContext().lazyInitDevice(compute); });
+  c10::Allocator* compute_allocator = c10::GetAllocator(compute);
+  c10::DataPtr memory;
+  {
+    // The compute device's allocator serves its current device (CUDA's caching allocator does).
+    const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(compute);
+    c10::Device previous = impl->exchangeDevice(c10::Device(compute, compute == c10::kCPU ? -1 : device));
+    try {
+      memory = compute_allocator->allocate(nbytes);
+    } catch (...) {
+      impl->exchangeDevice(previous);
+      throw;
+    }
+    impl->exchangeDevice(previous);
+  }
+  c10::Storage owner(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), compute_allocator,
+                     /*resizable=*/false);
+  return CachingAllocator::instance().adopt(std::move(owner), device);
+}
+
 }  // namespace
 
 c10::Allocator* allocator() { return &CachingAllocator::instance(); }
+bool set_allocate_from_compute_device(bool on) { return std::exchange(allocate_from_compute_device, on); }
 DeviceStats memory_stats(c10::DeviceIndex index) { return CachingAllocator::instance().stats(index); }
 void reset_peak_stats(c10::DeviceIndex index) { CachingAllocator::instance().reset_peaks(index); }
 void reset_accumulated_stats(c10::DeviceIndex index) { CachingAllocator::instance().reset_accumulated(index); }

@@ -52,6 +52,10 @@ flagos_stream current_native_stream(c10::DeviceIndex index);
 c10::Stream exchange_stream(const c10::Stream& stream);
 c10::Stream new_stream(c10::DeviceIndex index, int priority);
 c10::Stream pool_stream(c10::DeviceIndex index);
+// The flagos stream whose handle is `handle` (an accelerator stream made
+// outside flagos, e.g. the CUDA stream a CUDA graph is captured on); known
+// from then on, never destroyed by flagos.
+c10::Stream stream_of_native(c10::DeviceIndex index, flagos_stream handle);
 // The compute device's stream that a flagos stream is (accelerators whose
 // compute device has streams, e.g. cuda); nullopt where it has none (cpu).
 std::optional<c10::Stream> compute_stream(const c10::Stream& stream);
@@ -96,6 +100,11 @@ bool device_of(const void* ptr, c10::DeviceIndex* index);
 // Marks memory as used by work on `stream` (Tensor.record_stream): it is not
 // reused until that work is done.
 void record_stream(const c10::DataPtr& data, const c10::Stream& stream);
+// While on (per thread), allocations come from the compute device's allocator
+// on its current stream and are adopted, instead of from flagos's own pool:
+// what a CUDA graph capture needs, whose memory must come from the graph's
+// private pool of torch's CUDA caching allocator. Returns the previous value.
+bool set_allocate_from_compute_device(bool on);
 
 // ---- pinned host memory (pinned.cpp) ----
 // The accelerator's pinned host memory as a CPU allocator (pin_memory()).

@@ -12,7 +12,9 @@
 #define FLAGOS_HAS_DEVICE_CAPABILITY 1  // torch.accelerator.get_device_capability (not in every torch)
 #endif
 
+#include <algorithm>
 #include <deque>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -112,6 +114,19 @@ c10::Stream pool_stream(c10::DeviceIndex index) {
   std::lock_guard<std::mutex> lock(ds.mu);
   ds.pool.push_back(id);
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index), id);
+}
+
+c10::Stream stream_of_native(c10::DeviceIndex index, flagos_stream handle) {
+  if (index < 0) index = current_device();
+  DeviceStreams& ds = streams_of(index);
+  std::lock_guard<std::mutex> lock(ds.mu);
+  auto known = std::find(ds.handles.begin(), ds.handles.end(), handle);
+  if (known == ds.handles.end()) {
+    ds.handles.push_back(handle);
+    known = std::prev(ds.handles.end());
+  }
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, index),
+                     static_cast<c10::StreamId>(known - ds.handles.begin()));
 }
 
 std::optional<c10::Stream> compute_stream(const c10::Stream& stream) {

@@ -52,6 +52,11 @@ def register() -> None:
     adapter.make_has_triton_see_device(device_has_triton)
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)
     adapter.share_template_heuristics(DEVICE_TYPE)
+    from . import cuda_graphs
+
+    adapter.record_cuda_graphs_for(
+        DEVICE_TYPE, cuda_graphs.why_not_captured, cuda_graphs.cudagraphify, cuda_graphs.report_skip
+    )
 
 
 def install() -> None:

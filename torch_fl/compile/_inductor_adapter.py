@@ -15,6 +15,7 @@ worker pool, ``torch._C`` bindings) were checked against the installed torch
 2.13; the older entries keep the version notes they were written with.
 """
 
+import threading
 import types
 
 import torch
@@ -460,3 +461,114 @@ def shutdown_compile_workers() -> None:
     from torch._inductor import async_compile
 
     async_compile.shutdown_compile_workers()
+
+
+# --- CUDA graphs (mode="reduce-overhead") ---------------------------------------------------------
+
+_cuda_graph_owner = threading.local()  # .device_type while a post-compile wraps a graph of that type
+
+
+def record_cuda_graphs_for(device_type: str, why_not, cudagraphify, report_skip) -> bool:
+    """Let ``mode="reduce-overhead"`` record CUDA graphs of ``device_type`` graphs with ``cudagraphify``.
+
+    torch/_inductor/cudagraph_utils.py ``check_multiple_devices_or_any_cpu_nodes`` (called through
+    ``check_lowering_disable_cudagraph`` by compile_fx at lowering, a module global looked up per
+    call) accepts one device of type "cuda" only, and says "skipping cudagraphs due to multiple
+    devices: flagos:0" of a graph on one flagos device: wrapped so that such a graph gets
+    ``why_not(fx_graph)`` instead (None: record it), every other mapping the original answer.
+    torch/_inductor/output_code.py ``cudagraph_post_compile`` and
+    ``cudagraph_partition_post_compile`` (module globals of ``CompiledFxGraph.post_compile``) import
+    ``compile_fx.cudagraphify`` at each call and hand it each graph or partition: they are wrapped to
+    mark, per thread, a graph whose ``device_types`` hold ``device_type``, and
+    ``compile_fx.cudagraphify`` to send a marked graph to ``cudagraphify`` (the cudagraph trees are
+    CUDA's only) and the rest to the original. Inductor logs a skip only of a graph with cuda in it:
+    ``report_skip(reason)`` reports the flagos graphs' own. Checked on 2.13; returns whether every
+    hook was found (False: reduce-overhead stays skipped for ``device_type``, as upstream).
+    """
+    from torch._inductor import compile_fx, cudagraph_utils, output_code
+
+    if getattr(compile_fx.cudagraphify, "_flagos_device_type", None) == device_type:
+        return True
+    original_check = getattr(cudagraph_utils, "check_multiple_devices_or_any_cpu_nodes", None)
+    post_compiles = [
+        name
+        for name in ("cudagraph_post_compile", "cudagraph_partition_post_compile")
+        if callable(getattr(output_code, name, None))
+    ]
+    if original_check is None or "cudagraph_post_compile" not in post_compiles:
+        return False
+
+    def check_multiple_devices_or_any_cpu_nodes(device_node_mapping):
+        devices = {device for device in device_node_mapping if device.type != "meta"}
+        if getattr(cudagraph_utils, "is_using_cudagraph_partition", lambda: False)():
+            devices.discard(torch.device("cpu"))
+        if not any(device.type == device_type for device in devices):
+            return original_check(device_node_mapping)
+        if len(devices) == 1:
+            from torch._inductor.virtualized import V
+
+            reason = why_not(getattr(V.graph, "graph", None) if V.graph is not None else None)
+        else:
+            reason = original_check(device_node_mapping)
+        if reason is not None:
+            report_skip(reason)
+        return reason
+
+    def marking(original):
+        def post_compile(example_inputs, compiled_graph, *args, **kwargs):
+            device_types = getattr(compiled_graph, "device_types", None) or ()
+            if device_type not in device_types:
+                return original(example_inputs, compiled_graph, *args, **kwargs)
+            reasons = getattr(getattr(compiled_graph, "cudagraph_info", None), "cudagraph_fail_reasons", None)
+            if reasons and "cuda" not in device_types:  # inductor counts and logs these for cuda only
+                report_skip(f"flagos: inductor does not record this graph: {'; '.join(map(str, reasons))}")
+                count_cuda_graph_skip()
+            _cuda_graph_owner.device_type = device_type
+            try:
+                return original(example_inputs, compiled_graph, *args, **kwargs)
+            finally:
+                _cuda_graph_owner.device_type = None
+
+        post_compile.__wrapped__ = original
+        return post_compile
+
+    original_cudagraphify = compile_fx.cudagraphify
+
+    def routed_cudagraphify(model, static_input_idxs=(), **kwargs):
+        if getattr(_cuda_graph_owner, "device_type", None) == device_type:
+            return cudagraphify(model, static_input_idxs, **kwargs)
+        return original_cudagraphify(model, static_input_idxs, **kwargs)
+
+    check_multiple_devices_or_any_cpu_nodes.__wrapped__ = original_check
+    cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = check_multiple_devices_or_any_cpu_nodes
+    for name in post_compiles:
+        setattr(output_code, name, marking(getattr(output_code, name)))
+    routed_cudagraphify.__wrapped__ = original_cudagraphify
+    routed_cudagraphify._flagos_device_type = device_type
+    compile_fx.cudagraphify = routed_cudagraphify
+    return True
+
+
+def cuda_graph_recorder():
+    """torch/_inductor/compile_fx.py ``cudagraphify_impl(model, inputs, static_input_idxs)``: inductor's
+    CUDA graph recorder without trees (static inputs, a warm-up, one capture; returns the replaying
+    callable), or None where this torch lacks it. Checked on 2.13."""
+    from torch._inductor import compile_fx
+
+    return getattr(compile_fx, "cudagraphify_impl", None)
+
+
+def preserved_rng_state():
+    """torch/_dynamo/utils.py ``preserve_rng_state``: what ``compile_fx.cudagraphify`` records under,
+    so the warm-up and capture runs leave the RNG state as it was. Checked on 2.13."""
+    from torch._dynamo.utils import preserve_rng_state
+
+    return preserve_rng_state()
+
+
+def count_cuda_graph_skip() -> None:
+    """``counters["inductor"]["cudagraph_skips"]`` (torch/_dynamo/utils.py), where inductor counts
+    every graph that mode="reduce-overhead" runs without a CUDA graph. Checked on 2.13."""
+    from torch._dynamo.utils import counters
+
+    counters["inductor"]["cudagraph_skips"] += 1

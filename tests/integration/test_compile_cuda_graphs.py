@@ -1,0 +1,97 @@
+"""torch.compile(mode="reduce-overhead") on flagos: CUDA graphs of flagos kernels on the cuda
+accelerator (torch_fl/compile/cuda_graphs.py); elsewhere plain compiled code and the reason why."""
+
+import logging
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from tests.requirements import cuda_accelerator, host_only
+from torch_fl.compile import cuda_graphs
+
+
+@pytest.fixture
+def replays(monkeypatch):
+    """Counts torch.cuda.CUDAGraph.replay calls."""
+    calls = []
+    original = torch.cuda.CUDAGraph.replay
+
+    def replay(self):
+        calls.append(self)
+        return original(self)
+
+    monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", replay)
+    return calls
+
+
+@pytest.fixture
+def skip_reasons(monkeypatch, caplog):
+    """The skip reasons torch_fl reports, each logged once per process: forgotten for this test."""
+    monkeypatch.setattr(cuda_graphs, "_reported", set())
+    caplog.set_level(logging.WARNING, logger=cuda_graphs.__name__)
+    return caplog
+
+
+def _mlp(device):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64)).to(device)
+
+
+@cuda_accelerator
+def test_reduce_overhead_replays_a_cuda_graph_and_matches_default_mode(fresh_inductor_cache, flagos_device, replays):
+    model = _mlp(flagos_device)
+    inputs = [torch.randn(32, 64, device=flagos_device) for _ in range(4)]
+    with torch.no_grad():
+        expected = [torch.compile(model)(x) for x in inputs]
+        graphed = torch.compile(model, mode="reduce-overhead")
+        got = [graphed(x) for x in inputs]  # all kept: each output must keep its own values
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert len(replays) == len(inputs)
+    for e, g in zip(expected, got, strict=True):
+        assert g.device.type == "flagos"
+        assert torch.equal(g, e)
+
+
+@cuda_accelerator
+def test_reduce_overhead_trains_like_default_mode(fresh_inductor_cache, flagos_device, replays):
+    def grads(mode):
+        model = _mlp(flagos_device)
+        step = torch.compile(lambda x: model(x).square().mean(), mode=mode)
+        for seed in range(3):
+            torch.manual_seed(seed)
+            step(torch.randn(16, 64, device=flagos_device)).backward()
+        return [p.grad for p in model.parameters()]
+
+    expected = grads("default")
+    counters.clear()
+    got = grads("reduce-overhead")
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert len(replays) >= 3  # the forward's, at least
+    for e, g in zip(expected, got, strict=True):
+        torch.testing.assert_close(g, e)
+
+
+@cuda_accelerator
+def test_random_ops_are_not_captured_and_draw_anew(fresh_inductor_cache, flagos_device, skip_reasons):
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.5, training=True) + 1
+
+    graphed = torch.compile(f, mode="reduce-overhead")
+    x = torch.ones(4096, device=flagos_device)
+    first, second = graphed(x), graphed(x)
+    assert not torch.equal(first, second), "two calls drew the same dropout mask"
+    assert counters["inductor"]["cudagraph_skips"] >= 1
+    assert "random ops" in skip_reasons.text
+
+
+@host_only
+def test_reduce_overhead_on_the_host_runs_compiled_code_and_says_why(fresh_inductor_cache, flagos_device, skip_reasons):
+    def f(x):
+        return torch.relu(x) * 2 + 1
+
+    x = torch.randn(256, device=flagos_device)
+    out = torch.compile(f, mode="reduce-overhead")(x)
+    torch.testing.assert_close(out.cpu(), f(x.cpu()))
+    assert counters["inductor"]["cudagraph_skips"] == 1
+    assert "CUDA graphs need flagos on the cuda accelerator" in skip_reasons.text

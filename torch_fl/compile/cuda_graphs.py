@@ -1,0 +1,132 @@
+"""CUDA graphs for flagos graphs: ``torch.compile(mode="reduce-overhead")`` on the cuda accelerator.
+
+Inductor records CUDA graphs only of graphs on one device of type "cuda"; its cudagraph trees are
+CUDA's throughout (torch.cuda streams, the CUDA caching allocator's private pools, ``is_cuda``
+checks). On the cuda accelerator a flagos kernel is a CUDA kernel on a CUDA stream over CUDA memory,
+so a flagos graph can be captured as it is, given two things while it is captured:
+
+- the flagos current stream is the capture stream: compiled code launches its Triton kernels on the
+  flagos current stream, and the eager fallback (extern matmuls) runs CUDA's kernels on it;
+- flagos allocations come from torch's CUDA caching allocator on that stream, hence from the graph's
+  private pool, and are adopted as flagos memory (flagos's own pool would hand the graph's buffers to
+  other tensors after the capture while replays still write them).
+
+Inductor's recorder without trees (static inputs, a warm-up run, one capture, then copy the inputs
+in and replay) does the rest. Its outputs are the graph's static buffers, which the next replay
+overwrites; cuda's trees raise when such an output is read, here each call returns copies instead,
+so a caller that keeps an output keeps its values. A backward graph's saved tensors are therefore
+new each step, and are copied in like any other input.
+
+Not captured, plainly compiled instead (counted in ``counters["inductor"]["cudagraph_skips"]``, the
+reason logged once): flagos on the host accelerator (no CUDA graphs), graphs with random ops (flagos's
+generator is not registered with the capture, so every replay would draw the same numbers), and
+graphs that mutate an input (the warm-up and the capture would apply the mutation twice).
+"""
+
+import contextlib
+import logging
+import threading
+
+import torch
+
+from .. import _C
+from . import _inductor_adapter as adapter
+
+log = logging.getLogger(__name__)
+_reported: set[str] = set()
+
+
+def why_not_captured(graph) -> str | None:
+    """Why a flagos graph (a ``torch.fx.Graph`` being lowered, or None) is not recorded as a CUDA graph."""
+    if torch.flagos.accelerator_name() != "cuda":
+        return (
+            f"flagos: CUDA graphs need flagos on the cuda accelerator; this process runs it on "
+            f"{torch.flagos.accelerator_name()!r} (compiled code runs without them)"
+        )
+    if adapter.cuda_graph_recorder() is None:
+        return "flagos: this torch has no inductor CUDA graph recorder (compile_fx.cudagraphify_impl)"
+    random_ops = sorted(
+        {
+            str(node.target)
+            for node in (graph.nodes if graph is not None else ())
+            if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+        }
+    )
+    if random_ops:
+        return (
+            f"flagos: random ops ({', '.join(random_ops[:3])}) are not captured: flagos's generator is "
+            "not registered with CUDA graph capture, so replays would repeat the same numbers"
+        )
+    return None
+
+
+def report_skip(reason: str) -> None:
+    """Log a skip reason once per process (inductor logs its own only for cuda graphs)."""
+    if reason not in _reported:
+        _reported.add(reason)
+        log.warning("skipping CUDA graphs: %s", reason)
+
+
+@contextlib.contextmanager
+def _flagos_work_on_the_capture(device_index: int):
+    """flagos's current stream is the capturing CUDA stream; its allocations come from CUDA's pool."""
+    capture_stream = torch.cuda.current_stream(device_index)
+    stream_id = _C._stream_from_native(capture_stream.cuda_stream, device_index)[0]
+    previous_id = _C._current_stream(device_index)[0]
+    _C._set_stream(stream_id, device_index)
+    allocated_from_cuda = _C._allocate_from_compute_device(True)
+    try:
+        yield
+    finally:
+        _C._allocate_from_compute_device(allocated_from_cuda)
+        _C._set_stream(previous_id, device_index)
+
+
+def _cuda_stream_of_flagos(device_index: int):
+    """The CUDA stream flagos's current stream is, for the recorder's input copies and replays: on
+    CUDA's own current stream they would race a flagos stream that does not synchronize with it."""
+    handle = _C._current_raw_stream(device_index)
+    if handle == 0:  # flagos's default stream: compiled code launches on CUDA's default stream
+        return torch.cuda.default_stream(device_index)
+    return torch.cuda.ExternalStream(handle, device=torch.device("cuda", device_index))
+
+
+def _capturable(model, device_index: int):
+    def run(inputs):
+        if torch.cuda.is_current_stream_capturing():
+            with _flagos_work_on_the_capture(device_index):
+                return model(inputs)
+        return model(inputs)
+
+    return run
+
+
+def cudagraphify(
+    model, static_input_idxs=(), *, device_index: int, mutated_input_idxs=(), is_backward=False, **_unused
+):
+    """inductor's ``compile_fx.cudagraphify`` for a flagos graph: records on the first call, then replays."""
+    if is_backward:
+        # A backward's leading inputs are the forward's saved tensors, which inductor declares static
+        # because cuda's trees keep forward outputs at fixed addresses; here the forward hands out
+        # copies, new each step: copy them into the graph's buffers like any other input.
+        static_input_idxs = ()
+    if mutated_input_idxs:
+        reason = "flagos: the graph mutates its inputs (the warm-up and the capture would apply it twice)"
+        adapter.count_cuda_graph_skip()
+        report_skip(reason)
+        return model
+    record = adapter.cuda_graph_recorder()
+    per_thread = threading.local()
+
+    def run(new_inputs):
+        replay = getattr(per_thread, "replay", None)
+        with torch.cuda.device(device_index), torch.cuda.stream(_cuda_stream_of_flagos(device_index)):
+            if replay is None:
+                with adapter.preserved_rng_state():
+                    replay = record(_capturable(model, device_index), new_inputs, static_input_idxs)
+                per_thread.replay = replay
+            outputs = replay(new_inputs)
+        # The graph's output buffers are overwritten by the next replay: hand out copies.
+        return [out.clone() if isinstance(out, torch.Tensor) else out for out in outputs]
+
+    return run
