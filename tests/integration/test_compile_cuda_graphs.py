@@ -13,12 +13,12 @@ from torch_fl.compile import cuda_graphs
 
 @pytest.fixture
 def replays(monkeypatch):
-    """Counts torch.cuda.CUDAGraph.replay calls."""
+    """torch.cuda.CUDAGraph.replay calls, each as the CUDA stream it was launched on."""
     calls = []
     original = torch.cuda.CUDAGraph.replay
 
     def replay(self):
-        calls.append(self)
+        calls.append(torch.cuda.current_stream().cuda_stream)
         return original(self)
 
     monkeypatch.setattr(torch.cuda.CUDAGraph, "replay", replay)
@@ -48,6 +48,9 @@ def test_reduce_overhead_replays_a_cuda_graph_and_matches_default_mode(fresh_ind
         got = [graphed(x) for x in inputs]  # all kept: each output must keep its own values
     assert counters["inductor"]["cudagraph_skips"] == 0
     assert len(replays) == len(inputs)
+    # On flagos's current stream, which is non-blocking: on CUDA's own stream a replay would race
+    # the flagos work around it (the input and output copies).
+    assert set(replays) == {torch.flagos.current_stream().native_handle}
     for e, g in zip(expected, got, strict=True):
         assert g.device.type == "flagos"
         assert torch.equal(g, e)

@@ -83,11 +83,10 @@ def _flagos_work_on_the_capture(device_index: int):
 
 
 def _cuda_stream_of_flagos(device_index: int):
-    """The CUDA stream flagos's current stream is, for the recorder's input copies and replays: on
-    CUDA's own current stream they would race a flagos stream that does not synchronize with it."""
+    """The CUDA stream that flagos's current stream is, for the recorder's input copies and replays.
+    flagos's streams, its default one too, are non-blocking CUDA streams: a replay on CUDA's own
+    default stream would race the flagos work around it (inputs, the output copies, events)."""
     handle = _C._current_raw_stream(device_index)
-    if handle == 0:  # flagos's default stream: compiled code launches on CUDA's default stream
-        return torch.cuda.default_stream(device_index)
     return torch.cuda.ExternalStream(handle, device=torch.device("cuda", device_index))
 
 
