@@ -2,6 +2,7 @@
 accelerator (torch_fl/compile/cuda_graphs.py); elsewhere plain compiled code and the reason why."""
 
 import logging
+import threading
 
 import pytest
 import torch
@@ -98,3 +99,37 @@ def test_reduce_overhead_on_the_host_runs_compiled_code_and_says_why(fresh_induc
     torch.testing.assert_close(out.cpu(), f(x.cpu()))
     assert counters["inductor"]["cudagraph_skips"] == 1
     assert "CUDA graphs need flagos on the cuda accelerator" in skip_reasons.text
+
+
+@cuda_accelerator
+def test_dynamic_shapes_replay_the_recording_of_their_own_sizes(fresh_inductor_cache, flagos_device, replays):
+    model = _mlp(flagos_device)
+    graphed = torch.compile(model, mode="reduce-overhead", dynamic=True)
+    with torch.no_grad():
+        for rows in (8, 2, 8, 3):  # one graph for every size but 1 (which dynamo specializes)
+            x = torch.randn(rows, 64, device=flagos_device)
+            torch.testing.assert_close(graphed(x), model(x))
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert len(replays) == 4
+
+
+def test_one_recording_per_input_signature_and_thread():
+    made = []
+
+    def record(inputs):
+        made.append(cuda_graphs._signature(inputs))
+        number = len(made)
+        return lambda inputs: number
+
+    recordings = cuda_graphs.RecordingsBySignature(record)
+    a = torch.zeros(4, 2)
+    assert [recordings.replay([a, 4]) for _ in range(2)] == [1, 1]  # recorded once, then replayed
+    assert recordings.replay([torch.zeros(1, 2), 1]) == 2  # other sizes
+    assert recordings.replay([a, 5]) == 3  # another size argument
+    assert recordings.replay([a.t().contiguous().t(), 4]) == 4  # other strides
+    assert recordings.replay([torch.ones(4, 2), 4]) == 1  # other values, same signature
+    other_thread = []
+    worker = threading.Thread(target=lambda: other_thread.append(recordings.replay([a, 4])))
+    worker.start()
+    worker.join()
+    assert other_thread == [5]  # a capture belongs to the thread that made it

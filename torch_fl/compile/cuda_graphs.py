@@ -103,7 +103,8 @@ def _capturable(model, device_index: int):
 def cudagraphify(
     model, static_input_idxs=(), *, device_index: int, mutated_input_idxs=(), is_backward=False, **_unused
 ):
-    """inductor's ``compile_fx.cudagraphify`` for a flagos graph: records on the first call, then replays."""
+    """inductor's ``compile_fx.cudagraphify`` for a flagos graph: records on the first call with each
+    input signature, then replays."""
     if is_backward:
         # A backward's leading inputs are the forward's saved tensors, which inductor declares static
         # because cuda's trees keep forward outputs at fixed addresses; here the forward hands out
@@ -115,17 +116,43 @@ def cudagraphify(
         report_skip(reason)
         return model
     record = adapter.cuda_graph_recorder()
-    per_thread = threading.local()
+
+    def record_for(inputs):
+        with adapter.preserved_rng_state():
+            return record(_capturable(model, device_index), inputs, static_input_idxs)
+
+    recordings = RecordingsBySignature(record_for)
 
     def run(new_inputs):
-        replay = getattr(per_thread, "replay", None)
         with torch.cuda.device(device_index), torch.cuda.stream(_cuda_stream_of_flagos(device_index)):
-            if replay is None:
-                with adapter.preserved_rng_state():
-                    replay = record(_capturable(model, device_index), new_inputs, static_input_idxs)
-                per_thread.replay = replay
-            outputs = replay(new_inputs)
+            outputs = recordings.replay(new_inputs)
         # The graph's output buffers are overwritten by the next replay: hand out copies.
         return [out.clone() if isinstance(out, torch.Tensor) else out for out in outputs]
 
     return run
+
+
+def _signature(inputs) -> tuple:
+    """What a recording holds fixed: each tensor input's shape and strides, each other input's value."""
+    return tuple((tuple(x.shape), x.stride()) if isinstance(x, torch.Tensor) else x for x in inputs)
+
+
+class RecordingsBySignature:
+    """One recording per input signature and thread, made by ``record(inputs)`` on first sight.
+
+    A graph compiled with dynamic shapes takes its sizes as int inputs, and a recording replays the
+    sizes it was captured with: another size's input does not fit its buffers (or, where it
+    broadcasts, fills them), and its outputs keep the old size. cuda's trees record per shape as
+    well; inductor's tree-less path instead specializes every size."""
+
+    def __init__(self, record):
+        self._record = record
+        self._per_thread = threading.local()
+
+    def replay(self, inputs):
+        recordings = self._per_thread.__dict__.setdefault("recordings", {})
+        key = _signature(inputs)  # before the replay, which empties the list
+        replay = recordings.get(key)
+        if replay is None:
+            replay = recordings[key] = self._record(inputs)
+        return replay(inputs)
