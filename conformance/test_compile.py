@@ -172,3 +172,14 @@ def test_device_backends_module_forward_and_backward(flagos_device, fresh_induct
     for name in device_compile_backends(session.current()):
         result = assert_compiles_like_eager(_mlp(), torch.randn(8, 32), backend=name, grads=True)
         assert result.graphs >= 1, f"backend={name!r}: dynamo compiled no graph"
+
+
+@pytest.mark.requires("inductor")
+def test_reduce_overhead_module_forward_and_backward(flagos_device, fresh_inductor_cache, assert_compiles_like_eager):
+    """mode="reduce-overhead": CUDA graphs where inductor records them for the device (cuda; flagos on
+    its cuda accelerator), plain compiled code where it does not; eager's results either way, over
+    a recording's replays and over other batch sizes (the second one compiles a dynamic graph, the
+    third replays it at a size it was not recorded at)."""
+    batches = [(torch.randn(rows, 32),) for rows in (8, 5, 6)]
+    result = assert_compiles_like_eager(_mlp(), torch.randn(8, 32), mode="reduce-overhead", grads=True, replay=batches)
+    assert result.graphs >= 1, "dynamo compiled no graph"
