@@ -3,10 +3,15 @@ accelerator (torch_fl/compile/cuda_graphs.py); elsewhere plain compiled code and
 
 import logging
 import threading
+import types
 
 import pytest
 import torch
 from torch._dynamo.utils import counters
+from torch._inductor import config as inductor_config
+from torch._inductor import cudagraph_trees, output_code
+from torch._inductor.cudagraph_utils import BoxedDeviceIndex
+from torch._inductor.utils import BoxedBool
 
 from tests.requirements import cuda_accelerator, host_only
 from torch_fl.compile import cuda_graphs
@@ -133,3 +138,19 @@ def test_one_recording_per_input_signature_and_thread():
     worker.start()
     worker.join()
     assert other_thread == [5]  # a capture belongs to the thread that made it
+
+
+def test_a_flagos_backward_that_is_not_recorded_does_not_ask_for_cudas_tree_manager():
+    # Inductor tells cuda's tree manager that a backward runs even where it records none of it
+    # (output_code.maybe_handle_backward_generation, called by both post-compiles): a flagos
+    # forward was recorded without a manager, so asking for one fails an assertion.
+    assert cudagraph_trees.get_manager(0, create_if_none_exists=False) is None
+    compiled_backward = types.SimpleNamespace(
+        current_callable=lambda inputs: inputs,
+        fx_kwargs={"is_backward": True, "is_inference": False},
+        device_types={"flagos"},
+        cudagraph_info=types.SimpleNamespace(cudagraph_fail_reasons=["a reason"]),
+    )
+    with inductor_config.patch({"triton.cudagraph_trees": True}):
+        output_code.cudagraph_post_compile([], compiled_backward, BoxedBool(True), {}, BoxedDeviceIndex(0))
+    assert compiled_backward.current_callable([1]) == [1]  # left as it was

@@ -481,7 +481,10 @@ def record_cuda_graphs_for(device_type: str, why_not, cudagraphify, report_skip)
     ``compile_fx.cudagraphify`` at each call and hand it each graph or partition: they are wrapped to
     mark, per thread, a graph whose ``device_types`` hold ``device_type``, and
     ``compile_fx.cudagraphify`` to send a marked graph to ``cudagraphify`` (the cudagraph trees are
-    CUDA's only) and the rest to the original. Inductor logs a skip only of a graph with cuda in it:
+    CUDA's only) and the rest to the original. ``output_code.maybe_handle_backward_generation``
+    (a module global of both post-compiles) tells cuda's tree manager that a backward it does not
+    record runs, and asserts that there is one: a no-op for a marked graph, whose forward no tree
+    manager recorded. Inductor logs a skip only of a graph with cuda in it:
     ``report_skip(reason)`` reports the flagos graphs' own. Checked on 2.13; returns whether every
     hook was found (False: reduce-overhead stays skipped for ``device_type``, as upstream).
     """
@@ -543,6 +546,16 @@ def record_cuda_graphs_for(device_type: str, why_not, cudagraphify, report_skip)
     cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = check_multiple_devices_or_any_cpu_nodes
     for name in post_compiles:
         setattr(output_code, name, marking(getattr(output_code, name)))
+    original_backward_generation = getattr(output_code, "maybe_handle_backward_generation", None)
+    if original_backward_generation is not None:
+
+        def maybe_handle_backward_generation(*args, **kwargs):
+            if getattr(_cuda_graph_owner, "device_type", None) == device_type:
+                return None  # no cuda tree manager recorded the forward: nothing to tell it
+            return original_backward_generation(*args, **kwargs)
+
+        maybe_handle_backward_generation.__wrapped__ = original_backward_generation
+        output_code.maybe_handle_backward_generation = maybe_handle_backward_generation
     routed_cudagraphify.__wrapped__ = original_cudagraphify
     routed_cudagraphify._flagos_device_type = device_type
     compile_fx.cudagraphify = routed_cudagraphify
