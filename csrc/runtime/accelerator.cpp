@@ -1,6 +1,8 @@
 // Picks the accelerator at start-up and wraps its status codes in c10 errors.
 #include "runtime.h"
 
+#include <ATen/Context.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
@@ -151,6 +153,11 @@ flagos_device_properties device_properties(c10::DeviceIndex index) {
 c10::DeviceType compute_device_type() {
   static const c10::DeviceType type = c10::Device(accelerator().compute_device).type();
   return type;
+}
+
+void init_compute_device() {
+  static std::once_flag initialized;
+  std::call_once(initialized, [] { at::globalContext().lazyInitDevice(compute_device_type()); });
 }
 
 }  // namespace flagos

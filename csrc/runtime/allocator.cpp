@@ -10,8 +10,8 @@
 // its free until events recorded on those streams have completed.
 #include "runtime.h"
 
-#include <ATen/Context.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 #include <list>
@@ -63,14 +63,14 @@ struct Adopted {
   size_t size;
 };
 
-// A c10::DeviceAllocator, so that torch.accelerator's memory API (memory_allocated,
-// memory_stats, empty_cache, ...) reaches this pool as it reaches CUDA's.
 thread_local bool allocate_from_compute_device = false;
 
 // nbytes from the compute device's allocator on `device`, on its current
 // stream (a CUDA graph capture's, while one runs), as a flagos allocation.
 c10::DataPtr compute_device_allocation(size_t nbytes, c10::DeviceIndex device);
 
+// A c10::DeviceAllocator, so that torch.accelerator's memory API (memory_allocated,
+// memory_stats, empty_cache, ...) reaches this pool as it reaches CUDA's.
 class CachingAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
@@ -386,22 +386,13 @@ class CachingAllocator final : public c10::DeviceAllocator {
 
 c10::DataPtr compute_device_allocation(size_t nbytes, c10::DeviceIndex device) {
   const c10::DeviceType compute = compute_device_type();
-  // torch sets a GPU device type up on its own first use (CUDA's allocator too); this may come first.
-  static std::once_flag initialized;
-  std::call_once(initialized, [compute] { at::globalContext().lazyInitDevice(compute); });
+  init_compute_device();
   c10::Allocator* compute_allocator = c10::GetAllocator(compute);
   c10::DataPtr memory;
   {
     // The compute device's allocator serves its current device (CUDA's caching allocator does).
-    const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(compute);
-    c10::Device previous = impl->exchangeDevice(c10::Device(compute, compute == c10::kCPU ? -1 : device));
-    try {
-      memory = compute_allocator->allocate(nbytes);
-    } catch (...) {
-      impl->exchangeDevice(previous);
-      throw;
-    }
-    impl->exchangeDevice(previous);
+    c10::DeviceGuard on_device(c10::Device(compute, compute == c10::kCPU ? -1 : device));
+    memory = compute_allocator->allocate(nbytes);
   }
   c10::Storage owner(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), compute_allocator,
                      /*resizable=*/false);

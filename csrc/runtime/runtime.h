@@ -42,6 +42,9 @@ void set_index_error_raiser(IndexErrorRaiser raiser);
 flagos_device_properties device_properties(c10::DeviceIndex index);
 // torch device type the eager fallback computes on ("cpu" for host).
 c10::DeviceType compute_device_type();
+// torch initializes a GPU device type lazily, on its own first use (for cuda:
+// the caching allocator, generators); flagos work may come first. Once per process.
+void init_compute_device();
 
 // ---- streams (streams.cpp) ----
 // StreamId 0 is the device's default stream, a real accelerator stream.

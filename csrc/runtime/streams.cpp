@@ -4,7 +4,6 @@
 // device unless asked to.
 #include "runtime.h"
 
-#include <ATen/Context.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #if __has_include(<c10/core/DeviceCapability.h>)
@@ -139,10 +138,7 @@ std::optional<c10::Stream> compute_stream(const c10::Stream& stream) {
 ComputeStreamGuard::ComputeStreamGuard(c10::DeviceIndex index) {
   if (accelerator().compute_stream_id == nullptr) return;  // the CPU: nothing to switch, on every op
   std::optional<c10::Stream> stream = compute_stream(current_stream(index));
-  // torch initializes a GPU device type lazily, on its own first use (for
-  // cuda: the caching allocator, generators); flagos work may come first.
-  static std::once_flag initialized;
-  std::call_once(initialized, [] { at::globalContext().lazyInitDevice(compute_device_type()); });
+  init_compute_device();
   impl_ = c10::impl::getDeviceGuardImpl(compute_device_type());
   previous_ = impl_->exchangeStream(*stream);
 }

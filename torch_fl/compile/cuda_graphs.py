@@ -24,6 +24,7 @@ graphs that mutate an input (the warm-up and the capture would apply the mutatio
 """
 
 import contextlib
+import functools
 import logging
 import threading
 
@@ -86,7 +87,13 @@ def _cuda_stream_of_flagos(device_index: int):
     """The CUDA stream that flagos's current stream is, for the recorder's input copies and replays.
     flagos's streams, its default one too, are non-blocking CUDA streams: a replay on CUDA's own
     default stream would race the flagos work around it (inputs, the output copies, events)."""
-    handle = _C._current_raw_stream(device_index)
+    return _external_stream(_C._current_raw_stream(device_index), device_index)
+
+
+@functools.cache
+def _external_stream(handle: int, device_index: int):
+    """torch.cuda's stream object of a flagos stream's handle, made once: flagos never destroys a
+    stream, and a replay asks for it on every call."""
     return torch.cuda.ExternalStream(handle, device=torch.device("cuda", device_index))
 
 
