@@ -2,6 +2,7 @@
 
 Workloads (the project's benchmark set):
     qwen3        Qwen3-0.6B-shaped causal LM forward (logits), batch 1 x 512 tokens
+    qwen3-short  the same model on batch 1 x 32 tokens (launch-bound: where CUDA graphs pay)
     elementwise  a chain of pointwise ops on a 4096x4096 matrix (fuses into one kernel)
     transformer  one pre-norm transformer block (attention + MLP)
     mlp          a matmul-bound MLP
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-WORKLOADS = ("qwen3", "elementwise", "transformer", "mlp", "small-mlp", "conv")
+WORKLOADS = ("qwen3", "qwen3-short", "elementwise", "transformer", "mlp", "small-mlp", "conv")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ QWEN3_SMALL = dataclasses.replace(
 # Per workload: (full sizes, for a real accelerator; --small sizes, for the host and CI-sized machines).
 SIZES = {
     "qwen3": ({"sizes": QWEN3_0_6B, "batch": 1, "seq": 512}, {"sizes": QWEN3_SMALL, "batch": 1, "seq": 32}),
+    "qwen3-short": ({"sizes": QWEN3_0_6B, "batch": 1, "seq": 32}, {"sizes": QWEN3_SMALL, "batch": 1, "seq": 8}),
     "elementwise": ({"side": 4096}, {"side": 512}),
     "transformer": (
         {"dim": 1024, "heads": 16, "batch": 4, "seq": 512},
@@ -303,13 +305,13 @@ def conv_net():
     )
 
 
-def _qwen3_workload(size, qwen3_impl):
+def _qwen3_workload(name, size, qwen3_impl):
     sizes = size["sizes"]
     model, implementation = qwen3_model(sizes, qwen3_impl)
     ids = torch.randint(0, sizes.vocab_size, (size["batch"], size["seq"]))
     shape = f"{sizes.num_hidden_layers} layers, hidden {sizes.hidden_size}, vocab {sizes.vocab_size}"
     description = f"Qwen3 forward, batch {size['batch']} x {size['seq']} tokens, {shape}"
-    return Workload("qwen3", description, model, ids, implementation=implementation)
+    return Workload(name, description, model, ids, implementation=implementation)
 
 
 def _elementwise_workload(size):
@@ -349,8 +351,8 @@ def build_workload(name: str, small: bool = False, seed: int = 0, qwen3_impl: st
         raise ValueError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
     torch.manual_seed(seed)
     size = SIZES[name][1 if small else 0]
-    if name == "qwen3":
-        workload = _qwen3_workload(size, qwen3_impl)
+    if name in ("qwen3", "qwen3-short"):
+        workload = _qwen3_workload(name, size, qwen3_impl)
     elif name == "elementwise":
         workload = _elementwise_workload(size)
     elif name == "transformer":

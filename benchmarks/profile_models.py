@@ -2,7 +2,7 @@
 
     python benchmarks/profile_models.py --workload qwen3 --devices flagos,cuda --out reports/profile.md
 
-For each device and mode (eager, compiled): wall time per call, the device
+For each device and mode (eager, compiled, reduce-overhead): wall time per call, the device
 kernels per call and their summed time (wall well above the kernels: the call
 is host-bound), the kernels grouped by name, and the aten ops with the most
 host time. A gap between the flagos and the native column is made of the rows
@@ -26,6 +26,8 @@ from bench_compile import input_on, synchronize
 from bench_models import WORKLOADS, build_workload
 
 TOP = 12
+MODES = ("eager", "compiled", "reduce-overhead")
+COMPILE_MODES = {"compiled": "default", "reduce-overhead": "reduce-overhead"}  # torch.compile's mode=
 
 
 def device_kernels(prof):
@@ -127,11 +129,14 @@ def main():
     parser.add_argument("--workloads", default="qwen3", help=f"comma list of {', '.join(WORKLOADS)}")
     parser.add_argument("--devices", default="flagos,cuda")
     parser.add_argument("--dtypes", default="float32")
-    parser.add_argument("--modes", default="eager,compiled")
+    parser.add_argument("--modes", default="eager,compiled", help=f"comma list of {', '.join(MODES)}")
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--small", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("reports/profile.md"))
     args = parser.parse_args()
+    unknown = set(args.modes.split(",")) - set(MODES)
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(sorted(unknown))}; choose from {', '.join(MODES)}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     text, rows = "", {}
     for name in args.workloads.split(","):
@@ -144,7 +149,7 @@ def main():
                 x = input_on(workload.example_input, device, dtype)
                 for mode in args.modes.split(","):
                     torch._dynamo.reset()
-                    fn = torch.compile(model) if mode == "compiled" else model
+                    fn = model if mode == "eager" else torch.compile(model, mode=COMPILE_MODES[mode])
                     with torch.no_grad():
                         results[(device, mode)] = profile_calls(fn, x, device, args.calls)
                     kernel_ms, launches = kernel_totals(results[(device, mode)])
