@@ -1,6 +1,7 @@
 // torch_fl._C: the Python face of the runtime. Thin: each function forwards to
 // csrc/runtime; the torch.flagos API is built on these in torch_fl/.
 #include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
@@ -157,6 +158,18 @@ PYBIND11_MODULE(_C, m) {
   // The flagos stream of an accelerator stream handle (torch_fl/compile/cuda_graphs.py: the capture stream).
   m.def("_stream_from_native", [](uintptr_t handle, int i) {
     return pack(flagos::stream_of_native(static_cast<c10::DeviceIndex>(i), reinterpret_cast<flagos_stream>(handle)));
+  });
+  // Calls fn(arg) with the compute device's current device and stream switched to flagos's current
+  // stream on flagos:i (a CUDA graph replay launches on CUDA's current stream): one call per replay
+  // instead of Python's torch.cuda.device and torch.cuda.stream context managers.
+  m.def("_on_compute_stream", [](int i, const py::function& fn, const py::object& arg) {
+    auto index = static_cast<c10::DeviceIndex>(i);
+    flagos::check_index(index);
+    c10::OptionalDeviceGuard on_device;
+    if (flagos::compute_device_type() != c10::kCPU)
+      on_device.reset_device(c10::Device(flagos::compute_device_type(), index));
+    flagos::ComputeStreamGuard on_stream(index);
+    return fn(arg);
   });
   m.def("_allocate_from_compute_device", &flagos::set_allocate_from_compute_device,
         "Route this thread's flagos allocations to the compute device's allocator; returns the previous setting.");

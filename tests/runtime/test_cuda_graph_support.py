@@ -1,5 +1,6 @@
 """The runtime pieces a CUDA graph capture of flagos work relies on (torch_fl/compile/cuda_graphs.py)."""
 
+import pytest
 import torch
 
 from torch_fl import _C
@@ -42,3 +43,25 @@ def test_allocations_can_come_from_the_compute_device_and_are_adopted():
     y = torch.empty(1 << 16, device="flagos")  # off again: flagos's own pool
     assert torch.flagos.memory_stats()["adopted_bytes.all.current"] == adopted_before
     del y
+
+
+def test_a_call_on_the_compute_stream_returns_and_raises_what_the_function_does():
+    assert _C._on_compute_stream(0, lambda inputs: [x * 2 for x in inputs], [1, 2]) == [2, 4]
+
+    def fails(_):
+        raise KeyError("from inside")
+
+    with pytest.raises(KeyError, match="from inside"):
+        _C._on_compute_stream(0, fails, None)
+    with pytest.raises(IndexError, match="flagos"):
+        _C._on_compute_stream(torch.flagos.device_count(), lambda _: None, None)
+
+
+@pytest.mark.skipif(torch.flagos.accelerator_name() != "cuda", reason="the compute device has streams on cuda only")
+def test_a_call_on_the_compute_stream_sees_flagos_current_stream_as_cudas():
+    made = torch.Stream(device="flagos:0")
+    cuda_before = torch.cuda.current_stream(0).cuda_stream
+    with torch.flagos.stream(made):
+        seen = _C._on_compute_stream(0, lambda _: torch.cuda.current_stream().cuda_stream, None)
+    assert seen == made.native_handle != cuda_before
+    assert torch.cuda.current_stream(0).cuda_stream == cuda_before  # switched back

@@ -24,7 +24,6 @@ graphs that mutate an input (the warm-up and the capture would apply the mutatio
 """
 
 import contextlib
-import functools
 import logging
 import threading
 
@@ -83,20 +82,6 @@ def _flagos_work_on_the_capture(device_index: int):
         _C._set_stream(previous_id, device_index)
 
 
-def _cuda_stream_of_flagos(device_index: int):
-    """The CUDA stream that flagos's current stream is, for the recorder's input copies and replays.
-    flagos's streams, its default one too, are non-blocking CUDA streams: a replay on CUDA's own
-    default stream would race the flagos work around it (inputs, the output copies, events)."""
-    return _external_stream(_C._current_raw_stream(device_index), device_index)
-
-
-@functools.cache
-def _external_stream(handle: int, device_index: int):
-    """torch.cuda's stream object of a flagos stream's handle, made once: flagos never destroys a
-    stream, and a replay asks for it on every call."""
-    return torch.cuda.ExternalStream(handle, device=torch.device("cuda", device_index))
-
-
 def _capturable(model, device_index: int):
     def run(inputs):
         if torch.cuda.is_current_stream_capturing():
@@ -131,8 +116,10 @@ def cudagraphify(
     recordings = RecordingsBySignature(record_for)
 
     def run(new_inputs):
-        with torch.cuda.device(device_index), torch.cuda.stream(_cuda_stream_of_flagos(device_index)):
-            outputs = recordings.replay(new_inputs)
+        # On flagos's current stream: flagos's streams, its default one too, are non-blocking CUDA
+        # streams, so a replay on CUDA's own default stream would race the flagos work around it
+        # (the input copies, the output copies, events).
+        outputs = _C._on_compute_stream(device_index, recordings.replay, new_inputs)
         # The graph's output buffers are overwritten by the next replay: hand out copies.
         return [out.clone() if isinstance(out, torch.Tensor) else out for out in outputs]
 
