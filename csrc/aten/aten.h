@@ -84,6 +84,9 @@ at::Tensor& set_empty(at::Tensor& self);
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking);
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst);
+// A copy of `t` in new memory with its strides, on the current stream: what a CUDA graph
+// replay hands out of the graph's output buffers, which the next replay overwrites.
+at::Tensor copy_of_output(const at::Tensor& t);
 void record_stream_op(at::Tensor& self, c10::Stream stream);
 
 }  // namespace flagos

@@ -137,6 +137,20 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
+at::Tensor copy_of_output(const at::Tensor& t) {
+  // One device-to-device memcpy where the elements are one dense block (permuted strides
+  // included): a replay's outputs skip clone's dispatch and the compute device's copy_.
+  if (!is_flagos(t) || t.requires_grad() || t.is_conj() || t.is_neg() || !t.is_non_overlapping_and_dense())
+    return t.clone();
+  at::Tensor out = empty_strided(t.sizes(), t.strides(), t.scalar_type(), std::nullopt, t.device(), std::nullopt);
+  size_t bytes = static_cast<size_t>(t.numel()) * t.itemsize();
+  if (bytes > 0) {
+    c10::DeviceGuard guard(t.device());
+    allocator()->copy_data(out.mutable_data_ptr(), t.const_data_ptr(), bytes);
+  }
+  return out;
+}
+
 // The memory stays reserved until the work queued on `stream` is done.
 void record_stream_op(at::Tensor& self, c10::Stream stream) { record_stream(self.storage().data_ptr(), stream); }
 

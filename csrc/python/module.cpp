@@ -171,6 +171,15 @@ PYBIND11_MODULE(_C, m) {
     flagos::ComputeStreamGuard on_stream(index);
     return fn(arg);
   });
+  // Copies of a replay's outputs (tensors; other items as they are), in one call.
+  m.def("_copies_of_outputs", [](const py::sequence& outputs) {
+    py::list copies;
+    for (const py::handle& item : outputs) {
+      if (THPVariable_Check(item.ptr())) copies.append(flagos::copy_of_output(THPVariable_Unpack(item.ptr())));
+      else copies.append(item);
+    }
+    return copies;
+  });
   m.def("_allocate_from_compute_device", &flagos::set_allocate_from_compute_device,
         "Route this thread's flagos allocations to the compute device's allocator; returns the previous setting.");
 

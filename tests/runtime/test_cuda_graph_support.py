@@ -65,3 +65,21 @@ def test_a_call_on_the_compute_stream_sees_flagos_current_stream_as_cudas():
         seen = _C._on_compute_stream(0, lambda _: torch.cuda.current_stream().cuda_stream, None)
     assert seen == made.native_handle != cuda_before
     assert torch.cuda.current_stream(0).cuda_stream == cuda_before  # switched back
+
+
+def test_copies_of_outputs_are_new_memory_with_the_same_values_and_strides():
+    base = torch.arange(24.0, device="flagos").reshape(2, 3, 4)
+    dense_permuted = base.permute(2, 0, 1)
+    strided_slice = base[:, ::2]
+    conjugated = torch.complex(base, -base).conj()
+    outputs = [base, dense_permuted, strided_slice, conjugated, torch.empty(0, 3, device="flagos"), 7, None]
+    copies = _C._copies_of_outputs(outputs)
+    assert copies[-2:] == [7, None]
+    for original, copy in zip(outputs[:-2], copies[:-2]):
+        assert copy.device == original.device and copy.dtype == original.dtype
+        assert copy.stride() == original.stride() or original is strided_slice  # clone() makes it contiguous
+        assert copy.numel() == 0 or copy.data_ptr() != original.data_ptr()
+        torch.testing.assert_close(copy.cpu(), original.cpu(), rtol=0, atol=0)
+    base.fill_(-1.0)  # the copies do not follow the buffers they came from
+    assert copies[0].cpu().equal(torch.arange(24.0).reshape(2, 3, 4))
+    assert copies[1].cpu().equal(torch.arange(24.0).reshape(2, 3, 4).permute(2, 0, 1))

@@ -121,7 +121,7 @@ def cudagraphify(
         # (the input copies, the output copies, events).
         outputs = _C._on_compute_stream(device_index, recordings.replay, new_inputs)
         # The graph's output buffers are overwritten by the next replay: hand out copies.
-        return [out.clone() if isinstance(out, torch.Tensor) else out for out in outputs]
+        return _C._copies_of_outputs(outputs)
 
     return run
 
