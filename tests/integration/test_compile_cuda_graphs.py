@@ -140,6 +140,16 @@ def test_one_recording_per_input_signature_and_thread():
     assert other_thread == [5]  # a capture belongs to the thread that made it
 
 
+def test_static_inputs_are_left_out_of_the_signature():
+    made = []
+    recordings = cuda_graphs.RecordingsBySignature(lambda inputs: made.append(1) or (lambda _: len(made)), fixed=[0])
+    weight = torch.zeros(4, 4)
+    assert recordings.replay([weight, torch.zeros(2, 4)]) == 1
+    assert recordings.replay([weight, torch.zeros(2, 4)]) == 1
+    assert recordings.replay([weight, torch.zeros(3, 4)]) == 2  # the other input decides
+    assert cuda_graphs._signature([weight, torch.zeros(3, 4), 7], [1, 2]) == ((torch.Size([3, 4]), (4, 1)), 7)
+
+
 def test_a_flagos_backward_that_is_not_recorded_does_not_ask_for_cudas_tree_manager():
     # Inductor tells cuda's tree manager that a backward runs even where it records none of it
     # (output_code.maybe_handle_backward_generation, called by both post-compiles): a flagos

@@ -113,7 +113,7 @@ def cudagraphify(
         with adapter.preserved_rng_state():
             return record(_capturable(model, device_index), inputs, static_input_idxs)
 
-    recordings = RecordingsBySignature(record_for)
+    recordings = RecordingsBySignature(record_for, fixed=static_input_idxs)
 
     def run(new_inputs):
         # On flagos's current stream: flagos's streams, its default one too, are non-blocking CUDA
@@ -126,9 +126,11 @@ def cudagraphify(
     return run
 
 
-def _signature(inputs) -> tuple:
-    """What a recording holds fixed: each tensor input's shape and strides, each other input's value."""
-    return tuple((tuple(x.shape), x.stride()) if isinstance(x, torch.Tensor) else x for x in inputs)
+def _signature(inputs, positions=None) -> tuple:
+    """What a recording holds fixed: each tensor input's shape and strides, each other input's value
+    (of the inputs at ``positions``; all of them by default)."""
+    chosen = inputs if positions is None else [inputs[i] for i in positions]
+    return tuple((x.shape, x.stride()) if isinstance(x, torch.Tensor) else x for x in chosen)
 
 
 class RecordingsBySignature:
@@ -137,15 +139,21 @@ class RecordingsBySignature:
     A graph compiled with dynamic shapes takes its sizes as int inputs, and a recording replays the
     sizes it was captured with: another size's input does not fit its buffers (or, where it
     broadcasts, fills them), and its outputs keep the old size. cuda's trees record per shape as
-    well; inductor's tree-less path instead specializes every size."""
+    well; inductor's tree-less path instead specializes every size. The inputs at ``fixed``
+    (inductor's static inputs: parameters and buffers, whose addresses a recording keeps) do not
+    change between calls and are left out of the signature, which is computed on every call."""
 
-    def __init__(self, record):
+    def __init__(self, record, fixed=()):
         self._record = record
+        self._fixed = frozenset(fixed)
+        self._varying = None  # the other positions, once the number of inputs is known
         self._per_thread = threading.local()
 
     def replay(self, inputs):
+        if self._varying is None:
+            self._varying = [i for i in range(len(inputs)) if i not in self._fixed]
         recordings = self._per_thread.__dict__.setdefault("recordings", {})
-        key = _signature(inputs)  # before the replay, which empties the list
+        key = _signature(inputs, self._varying)  # before the replay, which empties the list
         replay = recordings.get(key)
         if replay is None:
             replay = recordings[key] = self._record(inputs)
