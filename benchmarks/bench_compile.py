@@ -882,7 +882,9 @@ def errors_section(report):
 def markdown(report, devices):
     env = report["environment"]
     names = ", ".join(f"{device}: {name}" for device, name in env["devices"].items())
-    qwen3 = {r["implementation"] for r in report["workloads"] if r["workload"].startswith("qwen3") and "implementation" in r}
+    qwen3 = {
+        r["implementation"] for r in report["workloads"] if r["workload"].startswith("qwen3") and "implementation" in r
+    }
     lines = [
         f"# bench_compile ({'--small' if report['settings']['small'] else 'full sizes'})",
         "",

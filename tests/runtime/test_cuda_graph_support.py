@@ -75,7 +75,7 @@ def test_copies_of_outputs_are_new_memory_with_the_same_values_and_strides():
     outputs = [base, dense_permuted, strided_slice, conjugated, torch.empty(0, 3, device="flagos"), 7, None]
     copies = _C._copies_of_outputs(outputs)
     assert copies[-2:] == [7, None]
-    for original, copy in zip(outputs[:-2], copies[:-2]):
+    for original, copy in zip(outputs[:-2], copies[:-2], strict=True):
         assert copy.device == original.device and copy.dtype == original.dtype
         assert copy.stride() == original.stride() or original is strided_slice  # clone() makes it contiguous
         assert copy.numel() == 0 or copy.data_ptr() != original.data_ptr()
