@@ -164,3 +164,41 @@ def test_a_flagos_backward_that_is_not_recorded_does_not_ask_for_cudas_tree_mana
     with inductor_config.patch({"triton.cudagraph_trees": True}):
         output_code.cudagraph_post_compile([], compiled_backward, BoxedBool(True), {}, BoxedDeviceIndex(0))
     assert compiled_backward.current_callable([1]) == [1]  # left as it was
+
+
+def _call(target, *args, **kwargs):
+    graph = torch.fx.Graph()
+    query = graph.placeholder("query")
+    return graph.call_function(target, (query, *args), kwargs)
+
+
+def test_only_seeded_ops_with_a_dropout_to_draw_count_as_random():
+    efficient = torch.ops.aten._scaled_dot_product_efficient_attention.default
+    flash = torch.ops.aten._scaled_dot_product_flash_attention.default
+    assert not cuda_graphs.draws_random_numbers(_call(efficient, None, None, None, False, 0.0))
+    assert not cuda_graphs.draws_random_numbers(_call(efficient, None, None, None, False, dropout_p=0.0))
+    assert not cuda_graphs.draws_random_numbers(_call(flash, None, None))  # the schema's default, 0.0
+    assert cuda_graphs.draws_random_numbers(_call(efficient, None, None, None, False, 0.1))
+    assert cuda_graphs.draws_random_numbers(_call(flash, None, None, 0.5))
+    symbolic = _call(torch.ops.aten.sym_size.int, 0)
+    assert cuda_graphs.draws_random_numbers(_call(flash, None, None, symbolic))  # not a constant
+    assert cuda_graphs.draws_random_numbers(_call(torch.ops.aten.native_dropout.default, 0.0, True))  # no dropout_p
+    assert cuda_graphs.draws_random_numbers(_call(torch.ops.aten.rand.default))
+
+
+@cuda_accelerator
+def test_attention_without_dropout_is_recorded(fresh_inductor_cache, flagos_device, replays):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 4, 32, 64, device=flagos_device) for _ in range(3))
+
+    def attend(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) * 2
+
+    graphed = torch.compile(attend, mode="reduce-overhead")
+    with torch.no_grad():
+        outputs = [graphed(q, k, v) for _ in range(3)]
+    assert counters["inductor"]["cudagraph_skips"] == 0
+    assert len(replays) == 3
+    for out in outputs:
+        torch.testing.assert_close(out, attend(q, k, v))
+

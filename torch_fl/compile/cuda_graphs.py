@@ -49,7 +49,7 @@ def why_not_captured(graph) -> str | None:
         {
             str(node.target)
             for node in (graph.nodes if graph is not None else ())
-            if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
+            if torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ()) and draws_random_numbers(node)
         }
     )
     if random_ops:
@@ -58,6 +58,20 @@ def why_not_captured(graph) -> str | None:
             "not registered with CUDA graph capture, so replays would repeat the same numbers"
         )
     return None
+
+
+def draws_random_numbers(node) -> bool:
+    """Whether a call of a seeded op draws: the attention kernels are tagged seeded for their dropout,
+    and with a constant ``dropout_p`` of 0 (every model in eval mode) they draw nothing."""
+    schema = getattr(node.target, "_schema", None)
+    for position, argument in enumerate(schema.arguments if schema is not None else ()):
+        if argument.name == "dropout_p":
+            if "dropout_p" in node.kwargs:
+                value = node.kwargs["dropout_p"]
+            else:
+                value = node.args[position] if position < len(node.args) else argument.default_value
+            return not (isinstance(value, (int, float)) and value == 0)
+    return True
 
 
 def report_skip(reason: str) -> None:
