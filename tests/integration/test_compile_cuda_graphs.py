@@ -201,4 +201,3 @@ def test_attention_without_dropout_is_recorded(fresh_inductor_cache, flagos_devi
     assert len(replays) == 3
     for out in outputs:
         torch.testing.assert_close(out, attend(q, k, v))
-
