@@ -177,3 +177,35 @@ def test_direct_allocation_is_an_ordinary_flagos_tensor(flagos_device):
         torch_fl._C._empty_strided((4, 3), (1,), torch.float32)
     with pytest.raises(RuntimeError, match=r"expects a torch.dtype"):
         torch_fl._C._empty_strided((4,), (1,), "float32")
+
+
+def test_cached_graphs_are_reused_only_under_the_same_compile_identity(
+    fresh_inductor_cache, flagos_device, monkeypatch
+):
+    from torch._inductor.codegen import common
+
+    from torch_fl.compile import _inductor_adapter
+    from torch_fl.compile.cache_identity import compile_identity
+
+    registered = common.custom_backend_passes["flagos"]
+    assert registered.uuid() == compile_identity()
+
+    def compile_and_run():
+        torch._dynamo.reset()
+        torch.compile(lambda x: torch.sin(x) + 1)(torch.randn(8, device=flagos_device))
+        return counters["inductor"]["fxgraph_cache_hit"]
+
+    assert compile_and_run() == 0
+    assert compile_and_run() == 1  # the same identity: from the cache
+    monkeypatch.setitem(common.custom_backend_passes, "flagos", _inductor_adapter.identity_pass("another torch_fl"))
+    assert compile_and_run() == 1  # compiled again, not taken from the cache
+
+
+def test_the_compile_identity_names_the_accelerator(monkeypatch):
+    from torch_fl.compile.cache_identity import compile_identity
+
+    here = compile_identity()
+    assert compile_identity() == here
+    other = "host" if torch.flagos.accelerator_name() != "host" else "cuda"
+    monkeypatch.setattr(torch.flagos, "accelerator_name", lambda: other)
+    assert compile_identity() != here

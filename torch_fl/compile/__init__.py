@@ -35,6 +35,7 @@ def register() -> None:
         return
     _registered = True
     from . import _inductor_adapter as adapter
+    from .cache_identity import compile_identity
     from .device_interface import FlagosInterface
     from .op_overrides import FlagosDeviceOpOverrides
     from .scheduling import FlagosScheduling
@@ -47,7 +48,7 @@ def register() -> None:
     wrapper = adapter.wrapper_with_fast_allocation(
         DEVICE_TYPE, f"from torch_fl._C import _empty_strided as empty_strided_{DEVICE_TYPE}"
     )
-    adapter.register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper)
+    adapter.register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper, compile_identity())
     adapter.add_gpu_type(DEVICE_TYPE)
     adapter.make_has_triton_see_device(device_has_triton)
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)

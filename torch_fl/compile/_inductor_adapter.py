@@ -385,12 +385,35 @@ def register_device_op_overrides(device_type: str, overrides) -> None:
     register(device_type, overrides)
 
 
-def register_backend_for_device(device_type: str, scheduling, wrapper) -> None:
+def register_backend_for_device(device_type: str, scheduling, wrapper, cache_identity: str | None = None) -> None:
     """torch/_inductor/codegen/common.py ``register_backend_for_device``: the kernel scheduling
-    and wrapper codegen classes inductor uses for a device type. Checked on 2.13."""
+    and wrapper codegen classes inductor uses for a device type, and its ``device_custom_pass``,
+    a graph pass run on the device's graphs whose ``uuid()`` goes into every FX graph cache key
+    (codecache.py ``FxGraphHashDetails.custom_backend_passes``). Given ``cache_identity``, the
+    pass changes nothing and its uuid is that string: cached graphs compiled under another
+    identity are not reused. Every device's pass is in every key, so cuda graphs cached by a
+    process without torch_fl are compiled once more in one with it. Checked on 2.11-2.13."""
     from torch._inductor.codegen.common import register_backend_for_device as register
 
-    register(device_type, scheduling, wrapper)
+    if cache_identity is None:
+        register(device_type, scheduling, wrapper)
+    else:
+        register(device_type, scheduling, wrapper, device_custom_pass=identity_pass(cache_identity))
+
+
+def identity_pass(identity: str):
+    """torch/_inductor/custom_graph_pass.py ``CustomGraphModulePass`` that leaves the graph as it
+    is and names ``identity`` as its uuid. Checked on 2.11-2.13."""
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    class CompiledBy(CustomGraphModulePass):
+        def __call__(self, gm) -> None:
+            pass  # only its uuid matters
+
+        def uuid(self) -> str:
+            return identity
+
+    return CompiledBy()
 
 
 # --- base classes torch_fl subclasses (imported when first asked for, see the module docstring) -

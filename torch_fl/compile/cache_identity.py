@@ -1,0 +1,30 @@
+"""What a flagos graph in inductor's FX graph cache was compiled by, beyond torch itself.
+
+Inductor keys its cache by the graph, its inputs, inductor's config and torch's own sources, not by
+the code of a device that plugs into it. A graph cached by an older torch_fl would come back with
+that version's decisions (a CUDA graph that version declined to record, code that version
+generated), and one compiled for the host accelerator would come back on the cuda accelerator.
+torch_fl's compile code, its Triton back end and the accelerator name therefore go into the key.
+"""
+
+import hashlib
+import importlib.util
+from pathlib import Path
+
+import torch
+
+
+def _packages() -> list[Path]:
+    triton_back_end = importlib.util.find_spec("flagos_triton")
+    found = [Path(triton_back_end.origin).parent] if triton_back_end and triton_back_end.origin else []
+    return [Path(__file__).resolve().parent, *found]
+
+
+def compile_identity() -> str:
+    """A digest of the accelerator's name and every Python source of torch_fl.compile and flagos_triton."""
+    digest = hashlib.sha256(torch.flagos.accelerator_name().encode())
+    for package in _packages():
+        for source in sorted(package.rglob("*.py")):
+            digest.update(source.relative_to(package.parent).as_posix().encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()
