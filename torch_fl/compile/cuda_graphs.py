@@ -19,8 +19,9 @@ new each step, and are copied in like any other input.
 
 Not captured, plainly compiled instead (counted in ``counters["inductor"]["cudagraph_skips"]``, the
 reason logged once): flagos on the host accelerator (no CUDA graphs), graphs with random ops (flagos's
-generator is not registered with the capture, so every replay would draw the same numbers), and
-graphs that mutate an input (the warm-up and the capture would apply the mutation twice).
+generator is not registered with the capture, so every replay would draw the same numbers; attention
+with a constant ``dropout_p`` of 0 draws nothing and is captured), and graphs that mutate an input
+(the warm-up and the capture would apply the mutation twice).
 """
 
 import contextlib
