@@ -22,11 +22,11 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_compile import KINDS as MODES
 from bench_compile import input_on, synchronize
 from bench_models import WORKLOADS, build_workload
 
 TOP = 12
-MODES = ("eager", "compiled", "reduce-overhead")
 COMPILE_MODES = {"compiled": "default", "reduce-overhead": "reduce-overhead"}  # torch.compile's mode=
 
 

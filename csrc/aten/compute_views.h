@@ -27,11 +27,6 @@
 
 namespace flagos {
 
-inline c10::Device compute_device(c10::DeviceIndex index) {
-  c10::DeviceType type = compute_device_type();
-  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
-}
-
 // The compute device's backend key (CPU, CUDA); it does not depend on the index.
 inline c10::DispatchKey compute_key() {
   static const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, c10::kStrided, compute_device(0));

@@ -30,8 +30,7 @@ namespace {
 at::Tensor owning_compute_view(const at::Tensor& t) {
   TORCH_CHECK(t.layout() == c10::kStrided, "flagos: torch.distributed got a ", t.layout(),
               " flagos tensor; only strided tensors are supported");
-  const c10::DeviceType compute = compute_device_type();
-  const c10::Device device = compute == c10::kCPU ? c10::Device(compute) : c10::Device(compute, t.device().index());
+  const c10::Device device = compute_device(t.device().index());
   c10::Storage storage = t.storage();
   void* data = storage.unsafeGetStorageImpl()->data_ptr().get();
   c10::DataPtr alias(

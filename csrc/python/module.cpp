@@ -165,9 +165,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_on_compute_stream", [](int i, const py::function& fn, const py::object& arg) {
     auto index = static_cast<c10::DeviceIndex>(i);
     flagos::check_index(index);
-    c10::OptionalDeviceGuard on_device;
-    if (flagos::compute_device_type() != c10::kCPU)
-      on_device.reset_device(c10::Device(flagos::compute_device_type(), index));
+    c10::DeviceGuard on_device(flagos::compute_device(index));
     flagos::ComputeStreamGuard on_stream(index);
     return fn(arg);
   });

@@ -391,7 +391,7 @@ c10::DataPtr compute_device_allocation(size_t nbytes, c10::DeviceIndex device) {
   c10::DataPtr memory;
   {
     // The compute device's allocator serves its current device (CUDA's caching allocator does).
-    c10::DeviceGuard on_device(c10::Device(compute, compute == c10::kCPU ? -1 : device));
+    c10::DeviceGuard on_device(compute_device(device));
     memory = compute_allocator->allocate(nbytes);
   }
   c10::Storage owner(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), compute_allocator,

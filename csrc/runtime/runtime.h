@@ -42,6 +42,11 @@ void set_index_error_raiser(IndexErrorRaiser raiser);
 flagos_device_properties device_properties(c10::DeviceIndex index);
 // torch device type the eager fallback computes on ("cpu" for host).
 c10::DeviceType compute_device_type();
+// The compute device that flagos:index computes on (the CPU has no index).
+inline c10::Device compute_device(c10::DeviceIndex index) {
+  c10::DeviceType type = compute_device_type();
+  return type == c10::kCPU ? c10::Device(c10::kCPU) : c10::Device(type, index);
+}
 // torch initializes a GPU device type lazily, on its own first use (for cuda:
 // the caching allocator, generators); flagos work may come first. Once per process.
 void init_compute_device();

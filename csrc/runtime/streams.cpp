@@ -186,10 +186,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
     check_index(device.has_index() ? device.index() : current_device());
     c10::DeviceCapability capability;
-    const c10::DeviceType compute = compute_device_type();
     try {
-      capability = c10::impl::getDeviceGuardImpl(compute)->getDeviceCapability(
-          compute == c10::kCPU ? c10::Device(compute) : c10::Device(compute, device.index()));
+      capability =
+          c10::impl::getDeviceGuardImpl(compute_device_type())->getDeviceCapability(compute_device(device.index()));
     } catch (const c10::Error&) {
       // The compute device does not answer: keep the default (every dtype).
     }
