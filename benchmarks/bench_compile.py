@@ -2,7 +2,7 @@
 
     python benchmarks/bench_compile.py --devices flagos,cuda --json reports/bench_compile.json
     python benchmarks/bench_compile.py --devices flagos,cpu --small     # any machine, a few minutes
-    python benchmarks/bench_compile.py --compile-times --workloads qwen3 --devices flagos
+    python benchmarks/bench_compile.py --compile-times --workloads qwen3 --devices flagos,cuda --compile-rounds 2
     python benchmarks/bench_compile.py --devices flagos,cuda --reduce-overhead \
         --json reports/side-by-side.json --markdown reports/side-by-side.md   # the GPU's targets table
 
@@ -15,7 +15,8 @@ CPU once with a fixed seed and copied to each device. Also measured: device-to-
 device copy bandwidth (the elementwise chain is rated against it) and, for
 qwen3, the wall time of a first compiled call with fork workers, subprocess
 workers and compile_threads=1, each in a fresh process with fresh inductor and
-Triton caches. The first device is the one under test, the second the native
+Triton caches, the devices taking turns per worker set-up (--compile-rounds N:
+each device's median of N). The first device is the one under test, the second the native
 reference; the project's targets are checked against them.
 
 Results go to --json (written after every step, so a killed run keeps what it
@@ -542,36 +543,62 @@ def timed_child(command, env, timeout_s):
         return {"error": "no JSON result", "stdout": stdout[-2000:], "stderr": stderr[-2000:]}
 
 
-def compile_times_for(session, workload, device):
-    """First compiled call with fork workers, subprocess workers and serially, each on fresh caches."""
-    args, deadline, runs = session.args, session.deadline, {}
-    for label, extra_env in WORKER_RUNS.items():
-        if deadline.passed():
-            runs[label] = {"skipped": deadline.reason()}
-            continue
-        with tempfile.TemporaryDirectory(prefix="bench-compile-cache-") as cache:
-            env = child_environment(extra_env, cache)
-            timeout = min(args.child_timeout, deadline.remaining())
-            runs[label] = timed_child(child_command(args, workload, device), env, timeout)
-        outcome = fmt(runs[label]["first_call_s"]) + " s" if "first_call_s" in runs[label] else runs[label]["error"]
-        log(f"compile time of {workload} on {device}, {label}: {outcome}")
+def compile_time_sample(session, workload, device, label):
+    """One first compiled call in a fresh process on fresh caches, with the worker set-up ``label``."""
+    args, deadline = session.args, session.deadline
+    if deadline.passed():
+        return {"skipped": deadline.reason()}
+    with tempfile.TemporaryDirectory(prefix="bench-compile-cache-") as cache:
+        env = child_environment(WORKER_RUNS[label], cache)
+        timeout = min(args.child_timeout, deadline.remaining())
+        sample = timed_child(child_command(args, workload, device), env, timeout)
+    outcome = fmt(sample["first_call_s"]) + " s" if "first_call_s" in sample else sample["error"]
+    log(f"compile time of {workload} on {device}, {label}: {outcome}")
+    return sample
+
+
+def median_sample(samples):
+    """The run with the median first-call time (the lower middle one of an even count), with every
+    sample's time beside it; without a timed run, the first failure."""
+    timed = sorted((s for s in samples if "first_call_s" in s), key=lambda s: s["first_call_s"])
+    if not timed:
+        return samples[0] if samples else {"skipped": "not run"}
+    middle = timed[(len(timed) - 1) // 2]
+    return {**middle, "first_call_samples_s": [s["first_call_s"] for s in timed], "failed_samples": len(samples) - len(timed)}
+
+
+def compile_time_study(session, workload, device, samples):
+    runs = {label: median_sample(samples[label]) for label in WORKER_RUNS}
     serial = runs["serial (compile_threads=1)"].get("first_call_s")
     speedups = {f"serial/{label}": ratio(serial, runs[label].get("first_call_s")) for label in ("fork", "subprocess")}
     return {
         "workload": workload,
         "device": device,
-        "dtype": args.dtypes[0],
-        "train": args.train,
+        "dtype": session.args.dtypes[0],
+        "train": session.args.train,
+        "rounds": session.args.compile_rounds,
         "runs": runs,
         **speedups,
     }
 
 
 def compile_times(session, workloads, devices):
+    """Fresh-cache compile times, interleaved: for each worker set-up the devices take turns (in
+    reverse order every other round), so a slow spell of a shared machine falls on all of them
+    alike; each device's figure is its median over ``--compile-rounds`` rounds."""
     for workload in workloads:
-        for device in devices:
-            session.report["compile_times"].append(compile_times_for(session, workload, device))
-            session.save()
+        samples = {device: {label: [] for label in WORKER_RUNS} for device in devices}
+        studies = []
+        for round_index in range(session.args.compile_rounds):
+            order = devices if round_index % 2 == 0 else devices[::-1]
+            for label in WORKER_RUNS:
+                for device in order:
+                    samples[device][label].append(compile_time_sample(session, workload, device, label))
+                studies = [compile_time_study(session, workload, device, samples[device]) for device in devices]
+                session.report["compile_times"] = [
+                    s for s in session.report["compile_times"] if s["workload"] != workload
+                ] + studies
+                session.save()
 
 
 def child_first_call(args):
@@ -839,6 +866,8 @@ def compile_times_section(report):
     for study in report["compile_times"]:
         for label, run in study["runs"].items():
             first = fmt(run.get("first_call_s")) if "first_call_s" in run else run.get("error", run.get("skipped"))
+            if len(run.get("first_call_samples_s", ())) > 1:
+                first += f" (median of {', '.join(fmt(t) for t in run['first_call_samples_s'])})"
             row = [study["workload"], study["device"], label, first, fmt(run.get("process_s"))]
             rows.append([*row, run.get("worker_start_method", "–"), run.get("compile_threads", "–")])
         speedups.append(
@@ -947,8 +976,13 @@ def parse_args(argv=None):
     parser.add_argument("--no-compile-times", action="store_true", help="skip the compile-time study of a full run")
     parser.add_argument("--train", action="store_true", help="compile times of forward+backward")
     parser.add_argument("--child-timeout", type=float, default=300, help="seconds per compile-time process")
+    parser.add_argument(
+        "--compile-rounds", type=int, default=1, help="rounds of the compile-time study (each device's median)"
+    )
     parser.add_argument("--child-first-call", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.compile_rounds < 1:
+        parser.error(f"--compile-rounds must be at least 1, got {args.compile_rounds}")
     unknown = [name for name in args.workloads or [] if name not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
