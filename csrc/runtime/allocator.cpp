@@ -12,13 +12,13 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <algorithm>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -376,8 +376,9 @@ class CachingAllocator final : public c10::DeviceAllocator {
   }
 
   std::mutex mu_;
-  std::unordered_map<void*, Block> active_;
-  std::unordered_map<void*, Adopted*> owners_;  // adopted pointers
+  // Open addressing: no node to allocate and free per block, on every allocation and adoption.
+  ska::flat_hash_map<void*, Block> active_;
+  ska::flat_hash_map<void*, Adopted*> owners_;  // adopted pointers
   std::vector<StreamCache> cached_;
   std::list<Pending> pending_;
   std::vector<DeviceStats> stats_;
