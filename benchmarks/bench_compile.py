@@ -564,7 +564,11 @@ def median_sample(samples):
     if not timed:
         return samples[0] if samples else {"skipped": "not run"}
     middle = timed[(len(timed) - 1) // 2]
-    return {**middle, "first_call_samples_s": [s["first_call_s"] for s in timed], "failed_samples": len(samples) - len(timed)}
+    return {
+        **middle,
+        "first_call_samples_s": [s["first_call_s"] for s in timed],
+        "failed_samples": len(samples) - len(timed),
+    }
 
 
 def compile_time_study(session, workload, device, samples):
