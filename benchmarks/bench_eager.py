@@ -8,11 +8,14 @@ flagos, and their ratio. Every sample ends with a device synchronize, so small
 ops measure the host cost of dispatch (what a host-bound model like eager Qwen3
 at 1 x 512 tokens pays per op) and large ones the kernel. Targets: large tensors
 within 1.05x (zero-copy: no extra pass over memory), small tensors within 2x.
-Also the allocator's alloc/free round trip. A benchmark, not a test: nothing
-here asserts.
+Also the allocator's alloc/free round trip, and a small MLP's call, eager
+and compiled (no autograd): the host cost of a host-bound model call. A
+benchmark, not a test: nothing here asserts.
 """
 
 import argparse
+import copy
+import functools
 import statistics
 import sys
 import time
@@ -111,6 +114,28 @@ def main():
     t_ref = median_time(lambda: compiled(x_ref), ref, args.repeat, 500)
     t_fl = median_time(lambda: compiled(x_fl), "flagos", args.repeat, 500)
     print_row("compiled sin", "1k", t_ref, t_fl)
+    # A host-bound model call without autograd: three Linear layers on 64 x 512, eager and compiled.
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(512, 512),
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 512),
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 512),
+    )
+    x = torch.randn(64, 512)
+    calls = {}
+    for device in (ref, "flagos"):
+        model, inputs = copy.deepcopy(mlp).to(device), x.to(device)
+        calls[device] = {
+            "eager": functools.partial(model, inputs),
+            "compiled": functools.partial(torch.compile(model), inputs),
+        }
+    with torch.no_grad():
+        for mode in ("eager", "compiled"):
+            t_ref = median_time(calls[ref][mode], ref, args.repeat, 200)
+            t_fl = median_time(calls["flagos"][mode], "flagos", args.repeat, 200)
+            print_row(f"{mode} MLP", "64x512", t_ref, t_fl)
 
 
 if __name__ == "__main__":
