@@ -592,7 +592,6 @@ def compile_times(session, workloads, devices):
     alike; each device's figure is its median over ``--compile-rounds`` rounds."""
     for workload in workloads:
         samples = {device: {label: [] for label in WORKER_RUNS} for device in devices}
-        studies = []
         for round_index in range(session.args.compile_rounds):
             order = devices if round_index % 2 == 0 else devices[::-1]
             for label in WORKER_RUNS:
