@@ -559,7 +559,8 @@ def compile_time_sample(session, workload, device, label):
 
 def median_sample(samples):
     """The run with the median first-call time (the lower middle one of an even count), with every
-    sample's time beside it; without a timed run, the first failure."""
+    sample's time beside it and how many failed or were skipped by the time limit; without a timed
+    run, the first failure."""
     timed = sorted((s for s in samples if "first_call_s" in s), key=lambda s: s["first_call_s"])
     if not timed:
         return samples[0] if samples else {"skipped": "not run"}
@@ -567,7 +568,8 @@ def median_sample(samples):
     return {
         **middle,
         "first_call_samples_s": [s["first_call_s"] for s in timed],
-        "failed_samples": len(samples) - len(timed),
+        "failed_samples": sum("error" in s for s in samples),
+        "skipped_samples": sum("skipped" in s for s in samples),
     }
 
 

@@ -62,3 +62,10 @@ def test_each_device_reports_its_median_with_every_sample(study):
 
 def test_a_set_up_without_a_timed_run_reports_its_failure():
     assert bench_compile.median_sample([{"error": "timed out after 5 s"}]) == {"error": "timed out after 5 s"}
+
+
+def test_samples_skipped_by_the_time_limit_are_not_counted_as_failures():
+    samples = [{"first_call_s": 12.0}, {"error": "exit status 1"}, {"skipped": "time limit of 60 s reached"}]
+    median = bench_compile.median_sample(samples)
+    assert median["failed_samples"] == 1
+    assert median["skipped_samples"] == 1
