@@ -51,14 +51,17 @@ def main(rank: int, world: int, port: int, device_type: str, backend: str, compi
 
         graphs = counters["stats"]["unique_graphs"]
     dist.destroy_process_group()
-    print(json.dumps({"losses": losses, "params": params, "graphs": graphs}))
+    print(json.dumps({"losses": losses, "params": params, "graphs": graphs}), flush=True)
+    # Leave from here, with the model still alive, and without interpreter finalisation:
+    # - returning would free the DistributedDataParallel module, whose Reducer holds the last
+    #   reference to the process group; Gloo's destructor waits for its worker threads, and that
+    #   wait hung a CPU rank after its report once (about 1 run in 100 on a loaded machine);
+    # - an autograd device thread may still be releasing the last backward's graph task (a Python
+    #   object in its thread-local state), which aborts a finalising interpreter (upstream race,
+    #   pytorch/pytorch#38228). conformance/test_distributed.py's worker leaves the same way.
+    os._exit(0)
 
 
 if __name__ == "__main__":
     rank, world, port, device_type, backend, compiled, steps = sys.argv[1:]
     main(int(rank), int(world), int(port), device_type, backend, compiled == "1", int(steps))
-    sys.stdout.flush()
-    # No interpreter finalisation: an autograd device thread may still be releasing the last
-    # backward's graph task (a Python object in its thread-local state), which aborts a finalising
-    # interpreter (upstream race, pytorch/pytorch#38228); conformance/test_distributed.py does the same.
-    os._exit(0)
