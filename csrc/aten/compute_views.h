@@ -7,6 +7,9 @@
 //   - an argument returned as-is (in-place, out=)   -> the original flagos tensor
 //   - a view into an argument's memory               -> a flagos view of that storage
 //   - memory the kernel allocated                    -> adopted as flagos memory (no copy)
+// Adopted memory keeps its compute-device side (the owning storage and the
+// kernel's output tensor): an unboxed kernel reading it later passes those
+// instead of building a view (Aliases::reuse_kept_views).
 // Header-only: each piece is small, and a translation unit of its own would
 // cost a compile of the torch headers for a page of code.
 #pragma once
@@ -61,9 +64,19 @@ inline c10::Storage alias_storage(const c10::Storage& storage, c10::DeviceIndex 
                       compute_allocator, /*resizable=*/true);
 }
 
-inline c10::Storage adopted_storage(const c10::Storage& compute_storage, c10::DeviceIndex index) {
-  return c10::Storage(c10::Storage::use_byte_size_t(), compute_storage.nbytes(), adopt(compute_storage, index),
-                      allocator(), /*resizable=*/true);
+// `kernel_output`, the compute-device tensor over `compute_storage`, is kept
+// with the memory for its next use as an argument.
+inline c10::Storage adopted_storage(const c10::Storage& compute_storage, c10::DeviceIndex index,
+                                    const at::Tensor& kernel_output = {}) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), compute_storage.nbytes(),
+                      adopt(compute_storage, index, kernel_output.getIntrusivePtr()), allocator(),
+                      /*resizable=*/true);
+}
+
+// Whether `kept`, a compute-device tensor, has the geometry of flagos tensor `t`.
+inline bool same_geometry(const c10::TensorImpl& kept, const at::Tensor& t) {
+  return kept.dtype() == t.dtype() && kept.storage_offset() == t.storage_offset() && kept.sizes() == t.sizes() &&
+         kept.strides() == t.strides() && !kept.is_conj() && !kept.is_neg() && !t.is_conj() && !t.is_neg();
 }
 
 // The compute-device view of one flagos tensor (used by copies).
@@ -85,16 +98,27 @@ class Aliases {
  public:
   explicit Aliases(std::string_view op_name) : name_(op_name) {}
 
+  // Lets arguments that the kernel only reads take the compute-device side
+  // kept with adopted memory, except on storages passed to mark_written.
+  // Only for kernels whose written arguments are known (the unboxed ones):
+  // a kernel that resizes a written argument replaces its storage's memory,
+  // which must never be memory another flagos tensor owns.
+  void reuse_kept_views() { reuse_ = true; }
+  void mark_written(const at::Tensor& t) {
+    if (t.defined() && t.has_storage()) written_.push_back(t.storage().unsafeGetStorageImpl());
+  }
+
   // Records the flagos device of one argument; all must agree.
   void note_device(c10::DeviceIndex index);
   // The call's flagos device (the current one when no argument named one).
   c10::DeviceIndex index();
 
-  // The compute-device view of a flagos tensor.
-  at::Tensor alias(const at::Tensor& t);
+  // The compute-device view of a flagos tensor; `written` if the kernel may
+  // write it (in-place self, out=).
+  at::Tensor alias(const at::Tensor& t, bool written = true);
   // What the compute kernel gets for an argument: the view of a flagos tensor;
   // another tensor as it is, once checked (0-dim CPU scalars and CPU indices).
-  at::Tensor to_compute(const at::Tensor& t);
+  at::Tensor to_compute(const at::Tensor& t, bool written = true);
   // Maps one compute-device result back to flagos.
   at::Tensor to_flagos(const at::Tensor& r);
   // After the kernel: an out=/in-place argument the kernel resized or
@@ -102,8 +126,13 @@ class Aliases {
   void write_back(const at::Tensor& alias);
 
  private:
+  // The kept compute-device side of `t`'s memory, where this call may use it.
+  const ComputeSide* kept_side(const at::Tensor& t, bool written) const;
+
   std::string_view name_;
   std::optional<c10::DeviceIndex> index_;
+  bool reuse_ = false;
+  c10::SmallVector<const c10::StorageImpl*, 2> written_;
   // Small inline vectors: most ops have a handful of tensors, and the
   // per-call heap traffic shows up in small-op overhead.
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 4> storages_;  // (flagos, compute)
@@ -125,7 +154,19 @@ inline c10::DeviceIndex Aliases::index() {
   return *index_;
 }
 
-inline at::Tensor Aliases::alias(const at::Tensor& t) {
+inline const ComputeSide* Aliases::kept_side(const at::Tensor& t, bool written) const {
+  if (!reuse_ || written) return nullptr;
+  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
+  for (const c10::StorageImpl* w : written_)
+    if (w == storage) return nullptr;
+  const ComputeSide* side = compute_side(storage->data_ptr());
+  // Adopted memory's storage keeps its size and pointer; checked all the same.
+  if (side == nullptr || side->owner.nbytes() != storage->nbytes() || side->owner.data() != storage->data())
+    return nullptr;
+  return side;
+}
+
+inline at::Tensor Aliases::alias(const at::Tensor& t, bool written) {
   TORCH_CHECK(t.layout() == c10::kStrided, "flagos: ", name_, " got a ", t.layout(),
               " flagos tensor; only strided tensors are supported");
   // One tensor passed twice stays one tensor: kernels test identity
@@ -133,21 +174,33 @@ inline at::Tensor Aliases::alias(const at::Tensor& t) {
   // and value are the same tensor).
   for (auto& [a, original] : tensors_)
     if (original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a;
+  const ComputeSide* kept = kept_side(t, written);
   c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
   c10::Storage* view = nullptr;
   for (auto& [flagos_storage, compute_storage] : storages_)
     if (flagos_storage.unsafeGetStorageImpl() == key) view = &compute_storage;
   if (view == nullptr) {
-    storages_.emplace_back(t.storage(), alias_storage(t.storage(), index()));
+    storages_.emplace_back(t.storage(), kept ? kept->owner : alias_storage(t.storage(), index()));
     view = &storages_.back().second;
+  }
+  // The kernel output adopted with the memory, if it has this tensor's
+  // geometry and no other argument of this call took it already.
+  if (kept && kept->view && kept->view->storage().unsafeGetStorageImpl() == view->unsafeGetStorageImpl() &&
+      same_geometry(*kept->view, t)) {
+    bool taken = false;
+    for (auto& [a, original] : tensors_) taken = taken || a.unsafeGetTensorImpl() == kept->view.get();
+    if (!taken) {
+      tensors_.emplace_back(at::Tensor(kept->view), t);
+      return tensors_.back().first;
+    }
   }
   at::Tensor a = tensor_over(*view, compute_keys(), t);
   tensors_.emplace_back(a, t);
   return a;
 }
 
-inline at::Tensor Aliases::to_compute(const at::Tensor& t) {
-  if (is_flagos(t)) return alias(t);
+inline at::Tensor Aliases::to_compute(const at::Tensor& t, bool written) {
+  if (is_flagos(t)) return alias(t, written);
   if (!t.defined() || (t.device().is_cpu() && (t.dim() == 0 || accepts_host_tensors(name_)))) return t;
   TORCH_CHECK(false, "flagos: ", name_, " got a tensor on ", t.device(),
               " together with flagos tensors; expected all tensors on the flagos device (0-dim CPU scalars "
@@ -162,8 +215,9 @@ inline at::Tensor Aliases::to_flagos(const at::Tensor& r) {
   for (auto& [flagos_storage, compute_storage] : storages_)
     if (compute_storage.unsafeGetStorageImpl() == key)
       return tensor_over(flagos_storage, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
-  // Memory the kernel allocated: adopt it, once per storage.
-  storages_.emplace_back(adopted_storage(r.storage(), index()), r.storage());
+  // Memory the kernel allocated: adopt it, once per storage. An unboxed
+  // kernel's output (C++, no Python object attached) is kept with it.
+  storages_.emplace_back(adopted_storage(r.storage(), index(), reuse_ ? r : at::Tensor()), r.storage());
   return tensor_over(storages_.back().first, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
 }
 

@@ -64,6 +64,15 @@ void note(Aliases& aliases, const at::ITensorListRef& list) {
   for (const at::Tensor& t : list) note(aliases, t);
 }
 
+// ---- arguments: which ones the kernel writes (in-place self, out=)
+
+template <class T>
+void note_written(Aliases&, const T&) {}
+
+void note_written(Aliases& aliases, at::Tensor& t) {
+  if (is_flagos(t)) aliases.mark_written(t);
+}
+
 // ---- arguments: what the compute kernel gets. Held is what lives for the
 // call (the compute views); pass() hands it over in the op's own type.
 
@@ -77,7 +86,7 @@ struct Convert {  // not a tensor: passed as it is
 template <>
 struct Convert<const at::Tensor&> {
   using Held = at::Tensor;
-  static Held hold(Aliases& aliases, const at::Tensor& t) { return aliases.to_compute(t); }
+  static Held hold(Aliases& aliases, const at::Tensor& t) { return aliases.to_compute(t, /*written=*/false); }
   static const at::Tensor& pass(Held& held) { return held; }
 };
 
@@ -94,7 +103,7 @@ struct Convert<const at::ITensorListRef&> {
   static Held hold(Aliases& aliases, const at::ITensorListRef& list) {
     Held held;
     held.reserve(list.size());
-    for (const at::Tensor& t : list) held.push_back(aliases.to_compute(t));
+    for (const at::Tensor& t : list) held.push_back(aliases.to_compute(t, /*written=*/false));
     return held;
   }
   static at::ITensorListRef pass(Held& held) { return at::ITensorListRef(held); }
@@ -139,6 +148,8 @@ struct Direct<Op, Ret(Args...)> {
     check_index(index);
     c10::DeviceGuard guard(c10::Device(kDeviceType, index));
     ComputeStreamGuard on_flagos_stream(index);
+    aliases.reuse_kept_views();
+    (note_written(aliases, args), ...);
     HeldArgs held{Convert<Args>::hold(aliases, args)...};  // braces: left to right
     return run(aliases, held, std::index_sequence_for<Args...>{}, args...);
   }

@@ -58,9 +58,10 @@ using StreamCache = std::map<flagos_stream, std::multimap<size_t, void*>>;
 
 // Memory taken over from a compute-device kernel's output (see adopt()).
 struct Adopted {
-  c10::Storage owner;
+  ComputeSide side;  // side.owner keeps the memory alive
   c10::DeviceIndex device;
   size_t size;
+  void* ptr;  // as adopted (owners_'s key), whatever becomes of the owner
 };
 
 thread_local bool allocate_from_compute_device = false;
@@ -87,6 +88,11 @@ class CachingAllocator final : public c10::DeviceAllocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     flagos_stream stream = current_native_stream(current_device());
     check(accelerator().memcpy_async(dest, src, count, FLAGOS_MEMCPY_DEVICE_TO_DEVICE, stream), "memcpy");
+  }
+
+  static const ComputeSide* side_of(const c10::DataPtr& data) {
+    if (data.get_deleter() != &CachingAllocator::release_adopted) return nullptr;
+    return &static_cast<const Adopted*>(data.get_context())->side;
   }
 
   static CachingAllocator& instance() {
@@ -138,7 +144,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
     auto adopted = owners_.find(ptr);
     if (adopted == owners_.end()) return;
     if (std::optional<c10::Stream> compute = compute_stream(stream)) {
-      const c10::DataPtr& owner = adopted->second->owner.data_ptr();
+      const c10::DataPtr& owner = adopted->second->side.owner.data_ptr();
       c10::impl::getDeviceGuardImpl(compute->device_type())->recordDataPtrOnStream(owner, *compute);
     }
   }
@@ -174,11 +180,12 @@ class CachingAllocator final : public c10::DeviceAllocator {
     return out;
   }
 
-  c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex device) {
+  c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex device,
+                     c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view) {
     check_index(device);
     size_t size = owner.nbytes();
     void* ptr = owner.mutable_data();
-    auto ctx = std::make_unique<Adopted>(Adopted{std::move(owner), device, size});
+    auto ctx = std::make_unique<Adopted>(Adopted{{std::move(owner), std::move(view)}, device, size, ptr});
     {
       std::lock_guard<std::mutex> lock(mu_);
       DeviceStats& s = stats_for(device);
@@ -362,7 +369,7 @@ class CachingAllocator final : public c10::DeviceAllocator {
     s.allocated -= a->size;
     s.active_blocks--;
     s.num_frees++;
-    owners_.erase(a->owner.mutable_data());
+    owners_.erase(a->ptr);
   }
 
   static void release(void* ptr) {
@@ -397,7 +404,7 @@ c10::DataPtr compute_device_allocation(size_t nbytes, c10::DeviceIndex device) {
   }
   c10::Storage owner(c10::Storage::use_byte_size_t(), nbytes, std::move(memory), compute_allocator,
                      /*resizable=*/false);
-  return CachingAllocator::instance().adopt(std::move(owner), device);
+  return CachingAllocator::instance().adopt(std::move(owner), device, {});
 }
 
 }  // namespace
@@ -414,9 +421,11 @@ std::pair<uint64_t, uint64_t> memory_info(c10::DeviceIndex index) {
   return {free_bytes, total};
 }
 void empty_cache() { CachingAllocator::instance().empty_cache(); }
-c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index) {
-  return CachingAllocator::instance().adopt(std::move(owner), index);
+c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index,
+                   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view) {
+  return CachingAllocator::instance().adopt(std::move(owner), index, std::move(view));
 }
+const ComputeSide* compute_side(const c10::DataPtr& data) { return CachingAllocator::side_of(data); }
 bool device_of(const void* ptr, c10::DeviceIndex* index) { return CachingAllocator::instance().owner_of(ptr, index); }
 void record_stream(const c10::DataPtr& data, const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == kDeviceType, "flagos: record_stream expects a flagos stream, got one on ",

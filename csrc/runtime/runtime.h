@@ -6,6 +6,8 @@
 #include <c10/core/Device.h>
 #include <c10/core/Storage.h>
 #include <c10/core/Stream.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/core/UndefinedTensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -101,8 +103,19 @@ void empty_cache();
 std::pair<uint64_t, uint64_t> memory_info(c10::DeviceIndex index);
 // Makes memory that a compute-device kernel allocated (kept alive by `owner`)
 // a flagos allocation on `index`, counted in the stats and checked against the
-// device's capacity. No copy.
-c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index);
+// device's capacity. No copy. `view`, if given, is the kernel's output over
+// `owner`, kept for the memory's next use as a kernel argument.
+c10::DataPtr adopt(c10::Storage owner, c10::DeviceIndex index,
+                   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view = {});
+// The compute-device side of adopted memory, fixed at adoption: the storage
+// that owns it and the kernel output adopted with it (if any). An eager op
+// reading the memory can pass these to its kernel instead of building a view.
+struct ComputeSide {
+  c10::Storage owner;
+  c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view;
+};
+// nullptr unless `data` is adopted memory.
+const ComputeSide* compute_side(const c10::DataPtr& data);
 // Device owning a pointer handed out (or adopted) by the allocator, if any.
 bool device_of(const void* ptr, c10::DeviceIndex* index);
 // Marks memory as used by work on `stream` (Tensor.record_stream): it is not

@@ -155,3 +155,59 @@ def test_a_tensor_given_twice_is_read_and_written_as_one():
     y = torch.arange(4.0, device="flagos")
     y.add_(y, alpha=2)
     assert y.cpu().tolist() == [3.0 * v for v in range(4)]
+
+
+# A kernel's output memory keeps the compute device's tensor over it, and the unboxed kernels pass
+# that tensor when they read the memory again; only where the argument has its geometry, and never
+# for memory the call writes.
+KEPT_OUTPUT_READS = {
+    "as it came out": lambda r: torch.exp(r),
+    "transposed": lambda r: torch.mm(r.t(), r),
+    "narrowed, with an offset": lambda r: torch.exp(r[1:, 2:]),
+    "twice, as two tensors": lambda r: torch.add(r, r.view(r.shape), alpha=2),
+    "restrided in place": lambda r: torch.mm(r.t_(), torch.ones(3, 2, device=r.device)),
+    "reshaped in place": lambda r: torch.exp(r.resize_(2, 6)),
+    "in a list": lambda r: torch.cat([r, r[:1], r], dim=0),
+}
+
+
+@pytest.mark.parametrize("read", KEPT_OUTPUT_READS.values(), ids=KEPT_OUTPUT_READS.keys())
+def test_a_kernel_output_read_again_gives_the_compute_device_result(read):
+    x = _randn(3, 4)
+    expected = read(torch.relu(x.to(COMPUTE_DEVICE)))
+    got = read(torch.relu(x.to("flagos")))
+    assert got.device.type == "flagos"
+    assert torch.equal(got.cpu(), expected.cpu())
+
+
+def test_an_out_argument_resized_over_a_kept_output_moves_the_memory_as_on_the_compute_device():
+    def run(device):
+        r = torch.relu(_randn(6, positive=True).to(device))
+        b = torch.relu(_randn(2, 1, positive=True).to(device))
+        read, out = r[:3], r[3:]  # one memory; the (2, 3) result needs 9 elements from offset 3
+        with pytest.warns(UserWarning, match="resized"):
+            torch.add(read, b, out=out)
+        return r, read, out, torch.exp(r)
+
+    expected = run(COMPUTE_DEVICE)
+    got = run("flagos")
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape and g.storage_offset() == e.storage_offset()
+        assert torch.equal(g.cpu(), e.cpu())
+    r, read, out, _ = got
+    assert r.untyped_storage().nbytes() == 9 * 4, "the out= argument's storage grew, for every tensor on it"
+    assert read.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+
+
+def test_a_kept_output_written_in_place_is_read_with_its_new_values():
+    r = torch.relu(_randn(5).to("flagos"))
+    r.mul_(r)
+    expected = torch.relu(_randn(5))
+    expected.mul_(expected)
+    assert torch.equal(torch.exp(r).cpu(), torch.exp(expected))
+
+
+def test_an_output_made_in_inference_mode_is_read_outside_it():
+    with torch.inference_mode():
+        r = torch.relu(_randn(4).to("flagos"))
+    assert torch.equal(torch.exp(r).cpu(), torch.exp(torch.relu(_randn(4))))
