@@ -9,7 +9,9 @@
 //   - memory the kernel allocated                    -> adopted as flagos memory (no copy)
 // Adopted memory keeps its compute-device side (the owning storage and the
 // kernel's output tensor): an unboxed kernel reading it later passes those
-// instead of building a view (Aliases::reuse_kept_views).
+// instead of building a view (Aliases::reuse_kept_views). Views of other
+// memory that unboxed kernels read (weights, compiled code's buffers) are
+// kept per thread (read_views()).
 // Header-only: each piece is small, and a translation unit of its own would
 // cost a compile of the torch headers for a page of code.
 #pragma once
@@ -21,6 +23,7 @@
 #include <c10/core/TensorOptions.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <optional>
 #include <string_view>
@@ -79,6 +82,35 @@ inline bool same_geometry(const c10::TensorImpl& kept, const at::Tensor& t) {
          kept.strides() == t.strides() && !kept.is_conj() && !kept.is_neg() && !t.is_conj() && !t.is_neg();
 }
 
+// Views that unboxed kernels read, kept per thread and keyed by address: a
+// view's storage holds only the address, the size and the compute device, so
+// an entry left behind by freed memory is the right storage for memory later
+// handed out at the same address with the same size, and wrong for no other
+// (checked on use). `view` is the last tensor made over it, reused for an
+// argument of the same geometry. Kernels never get these for arguments they
+// write (Aliases::kept_side), so nothing changes an entry.
+struct ReadView {
+  c10::Storage storage;
+  c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view;
+};
+
+inline ReadView& read_view(const c10::Storage& storage, c10::DeviceIndex index) {
+  // Bounded: a process that keeps allocating new memory must not grow it
+  // forever; a working set (a model's weights and buffers) fits.
+  constexpr size_t kMaxEntries = 4096;
+  thread_local ska::flat_hash_map<const void*, ReadView> views;
+  const void* address = storage.data();
+  auto found = views.find(address);
+  if (found != views.end()) {
+    const c10::Storage& kept = found->second.storage;
+    if (kept.data() == address && kept.nbytes() == storage.nbytes() && kept.device() == compute_device(index))
+      return found->second;
+    views.erase(found);
+  }
+  if (views.size() >= kMaxEntries) views.clear();
+  return views.emplace(address, ReadView{alias_storage(storage, index), {}}).first->second;
+}
+
 // The compute-device view of one flagos tensor (used by copies).
 inline at::Tensor as_compute(const at::Tensor& t) {
   TORCH_CHECK(t.layout() == c10::kStrided, "flagos: only strided tensors are supported, got ", t.layout());
@@ -126,8 +158,12 @@ class Aliases {
   void write_back(const at::Tensor& alias);
 
  private:
-  // The kept compute-device side of `t`'s memory, where this call may use it.
-  const ComputeSide* kept_side(const at::Tensor& t, bool written) const;
+  // Whether the kernel only reads `t`'s memory in this call: a read argument
+  // on no written argument's storage, in a call that reuses views.
+  bool only_read(const at::Tensor& t, bool written) const;
+  // Whether the view `kept` can stand for `t` in this call.
+  bool stands_for(const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>& kept, const at::Tensor& t,
+                  const c10::Storage& view) const;
 
   std::string_view name_;
   std::optional<c10::DeviceIndex> index_;
@@ -154,16 +190,31 @@ inline c10::DeviceIndex Aliases::index() {
   return *index_;
 }
 
-inline const ComputeSide* Aliases::kept_side(const at::Tensor& t, bool written) const {
-  if (!reuse_ || written) return nullptr;
+inline bool Aliases::only_read(const at::Tensor& t, bool written) const {
+  if (!reuse_ || written) return false;
   const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   for (const c10::StorageImpl* w : written_)
-    if (w == storage) return nullptr;
+    if (w == storage) return false;
+  return true;
+}
+
+// The compute-device side kept with `t`'s memory, if it is adopted memory.
+inline const ComputeSide* kept_side(const at::Tensor& t) {
+  const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   const ComputeSide* side = compute_side(storage->data_ptr());
   // Adopted memory's storage keeps its size and pointer; checked all the same.
   if (side == nullptr || side->owner.nbytes() != storage->nbytes() || side->owner.data() != storage->data())
     return nullptr;
   return side;
+}
+
+inline bool Aliases::stands_for(const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>& kept,
+                                const at::Tensor& t, const c10::Storage& view) const {
+  if (!kept || kept->storage().unsafeGetStorageImpl() != view.unsafeGetStorageImpl() || !same_geometry(*kept, t))
+    return false;
+  for (auto& [a, original] : tensors_)
+    if (a.unsafeGetTensorImpl() == kept.get()) return false;  // another argument of this call has it
+  return true;
 }
 
 inline at::Tensor Aliases::alias(const at::Tensor& t, bool written) {
@@ -174,27 +225,32 @@ inline at::Tensor Aliases::alias(const at::Tensor& t, bool written) {
   // and value are the same tensor).
   for (auto& [a, original] : tensors_)
     if (original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a;
-  const ComputeSide* kept = kept_side(t, written);
+  // Memory the kernel only reads: the view kept with adopted memory, else
+  // this thread's kept view of the address (valid until the next read_view).
+  const bool read_only = only_read(t, written);
+  const ComputeSide* kept = read_only ? kept_side(t) : nullptr;
+  ReadView* read = read_only && kept == nullptr ? &read_view(t.storage(), index()) : nullptr;
   c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
   c10::Storage* view = nullptr;
   for (auto& [flagos_storage, compute_storage] : storages_)
     if (flagos_storage.unsafeGetStorageImpl() == key) view = &compute_storage;
   if (view == nullptr) {
-    storages_.emplace_back(t.storage(), kept ? kept->owner : alias_storage(t.storage(), index()));
+    storages_.emplace_back(t.storage(), kept   ? kept->owner
+                                        : read ? read->storage
+                                               : alias_storage(t.storage(), index()));
     view = &storages_.back().second;
   }
-  // The kernel output adopted with the memory, if it has this tensor's
-  // geometry and no other argument of this call took it already.
-  if (kept && kept->view && kept->view->storage().unsafeGetStorageImpl() == view->unsafeGetStorageImpl() &&
-      same_geometry(*kept->view, t)) {
-    bool taken = false;
-    for (auto& [a, original] : tensors_) taken = taken || a.unsafeGetTensorImpl() == kept->view.get();
-    if (!taken) {
-      tensors_.emplace_back(at::Tensor(kept->view), t);
-      return tensors_.back().first;
-    }
+  if (kept && stands_for(kept->view, t, *view)) {
+    tensors_.emplace_back(at::Tensor(kept->view), t);
+    return tensors_.back().first;
+  }
+  if (read && stands_for(read->view, t, *view)) {
+    tensors_.emplace_back(at::Tensor(read->view), t);
+    return tensors_.back().first;
   }
   at::Tensor a = tensor_over(*view, compute_keys(), t);
+  if (read && view->unsafeGetStorageImpl() == read->storage.unsafeGetStorageImpl())
+    read->view = a.getIntrusivePtr();  // for the next read of this geometry
   tensors_.emplace_back(a, t);
   return a;
 }

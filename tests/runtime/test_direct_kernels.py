@@ -171,19 +171,27 @@ KEPT_OUTPUT_READS = {
 }
 
 
+# Memory an op's kernel allocated (adopted, its tensor kept with it) and memory of flagos's own
+# allocator (a weight, a compiled graph's buffer: a view kept per thread).
+MEMORY = {"an op's output": torch.relu, "flagos's own": torch.Tensor.clone}
+
+
+@pytest.mark.parametrize("memory", MEMORY.values(), ids=MEMORY.keys())
 @pytest.mark.parametrize("read", KEPT_OUTPUT_READS.values(), ids=KEPT_OUTPUT_READS.keys())
-def test_a_kernel_output_read_again_gives_the_compute_device_result(read):
+def test_memory_read_again_gives_the_compute_device_result(read, memory):
     x = _randn(3, 4)
-    expected = read(torch.relu(x.to(COMPUTE_DEVICE)))
-    got = read(torch.relu(x.to("flagos")))
+    expected = read(memory(x.to(COMPUTE_DEVICE)))
+    got = read(memory(x.to("flagos")))
     assert got.device.type == "flagos"
     assert torch.equal(got.cpu(), expected.cpu())
 
 
-def test_an_out_argument_resized_over_a_kept_output_moves_the_memory_as_on_the_compute_device():
+@pytest.mark.parametrize("memory", MEMORY.values(), ids=MEMORY.keys())
+def test_an_out_argument_resized_over_read_memory_moves_it_as_on_the_compute_device(memory):
     def run(device):
-        r = torch.relu(_randn(6, positive=True).to(device))
-        b = torch.relu(_randn(2, 1, positive=True).to(device))
+        r = memory(_randn(6, positive=True).to(device))
+        b = memory(_randn(2, 1, positive=True).to(device))
+        torch.exp(r)  # read once: its view is kept
         read, out = r[:3], r[3:]  # one memory; the (2, 3) result needs 9 elements from offset 3
         with pytest.warns(UserWarning, match="resized"):
             torch.add(read, b, out=out)
@@ -211,3 +219,34 @@ def test_an_output_made_in_inference_mode_is_read_outside_it():
     with torch.inference_mode():
         r = torch.relu(_randn(4).to("flagos"))
     assert torch.equal(torch.exp(r).cpu(), torch.exp(torch.relu(_randn(4))))
+
+
+def test_memory_handed_out_again_at_the_same_address_is_read_with_its_own_size_and_values():
+    # Sizes no other test allocates: the freed block is the one the allocator hands out next.
+    a = _randn(3001).to("flagos")
+    kept = torch.exp(a)  # a view of a's memory is kept for this thread
+    address = a.data_ptr()
+    del a
+    b = _randn(3000).to("flagos")
+    assert b.data_ptr() == address, "the allocator hands the freed block out again (the case under test)"
+    assert torch.equal(torch.exp(b).cpu(), torch.exp(_randn(3000)))
+    assert torch.equal(kept.cpu(), torch.exp(_randn(3001)))
+
+
+def test_a_weight_read_in_turn_with_two_geometries_gives_the_compute_device_results():
+    def run(device):
+        w, x, y = (_randn(*shape).to(device) for shape in ((4, 3), (5, 3), (3, 2)))
+        return [torch.mm(x, w.t()), torch.mm(w, y), torch.mm(x, w.t()), torch.addmm(y[0], w, y)]
+
+    for got, expected in zip(run("flagos"), run(COMPUTE_DEVICE), strict=True):
+        assert torch.equal(got.cpu(), expected.cpu())
+
+
+def test_threads_reading_one_weight_each_get_the_compute_device_result():
+    from concurrent.futures import ThreadPoolExecutor
+
+    w, x = _randn(16, 8).to("flagos"), _randn(4, 8).to("flagos")
+    expected = torch.mm(_randn(4, 8), _randn(16, 8).t())
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: torch.mm(x, w.t()).cpu(), range(32)))
+    assert all(torch.equal(r, expected) for r in results)
