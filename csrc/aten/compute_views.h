@@ -88,7 +88,7 @@ inline bool same_geometry(const c10::TensorImpl& kept, const at::Tensor& t) {
 // handed out at the same address with the same size, and wrong for no other
 // (checked on use). `view` is the last tensor made over it, reused for an
 // argument of the same geometry. Kernels never get these for arguments they
-// write (Aliases::kept_side), so nothing changes an entry.
+// write (Aliases::only_read), so nothing changes an entry.
 struct ReadView {
   c10::Storage storage;
   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view;
