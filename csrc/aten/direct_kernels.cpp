@@ -37,6 +37,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -146,7 +147,10 @@ struct Direct<Op, Ret(Args...)> {
     (note(aliases, args), ...);
     const c10::DeviceIndex index = aliases.index();
     check_index(index);
-    c10::DeviceGuard guard(c10::Device(kDeviceType, index));
+    // Switched only when needed: a DeviceGuard sets the device back on every
+    // exit, one more device query per op (cudaGetDevice on cuda).
+    std::optional<c10::DeviceGuard> guard;
+    if (index != current_device()) guard.emplace(c10::Device(kDeviceType, index));
     ComputeStreamGuard on_flagos_stream(index);
     aliases.reuse_kept_views();
     (note_written(aliases, args), ...);
