@@ -11,7 +11,7 @@ import torch
 from torch.library import opcheck
 
 import torch_fl
-from tests.requirements import accelerator
+from tests.requirements import accelerator, two_devices
 
 COMPUTE_DEVICE = {"host": "cpu", "cuda": "cuda"}[accelerator]
 DIRECT = set(torch_fl._C._direct_kernels())
@@ -250,3 +250,13 @@ def test_threads_reading_one_weight_each_get_the_compute_device_result():
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: torch.mm(x, w.t()).cpu(), range(32)))
     assert all(torch.equal(r, expected) for r in results)
+
+
+@two_devices
+def test_an_op_on_another_device_runs_there_and_leaves_the_current_device_as_it_was():
+    x = _randn(4, 3).to("flagos:1")
+    y = torch.relu(torch.mm(x, x.t()))
+    assert y.device == torch.device("flagos", 1)
+    assert torch.flagos.current_device() == 0
+    assert torch.equal(y.cpu(), torch.relu(torch.mm(_randn(4, 3), _randn(4, 3).t())))
+    assert torch.flagos.memory_allocated(1) >= y.untyped_storage().nbytes(), "its memory counts on flagos:1"
