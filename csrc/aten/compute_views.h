@@ -294,4 +294,24 @@ inline void Aliases::write_back(const at::Tensor& a) {
   }
 }
 
+// The compute-device view of `t` for a kernel that only reads it and is
+// given no other view of its memory (a copy's source): the views kept for
+// its memory, as Aliases::alias uses them for the unboxed kernels.
+inline at::Tensor read_only_view(const at::Tensor& t) {
+  TORCH_CHECK(t.layout() == c10::kStrided, "flagos: only strided tensors are supported, got ", t.layout());
+  if (const ComputeSide* kept = kept_side(t)) {
+    if (kept->view && kept->view->storage().unsafeGetStorageImpl() == kept->owner.unsafeGetStorageImpl() &&
+        same_geometry(*kept->view, t))
+      return at::Tensor(kept->view);
+    return tensor_over(kept->owner, compute_keys(), t);
+  }
+  ReadView& read = read_view(t.storage(), t.device().index());
+  if (read.view && read.view->storage().unsafeGetStorageImpl() == read.storage.unsafeGetStorageImpl() &&
+      same_geometry(*read.view, t))
+    return at::Tensor(read.view);
+  at::Tensor a = tensor_over(read.storage, compute_keys(), t);
+  read.view = a.getIntrusivePtr();
+  return a;
+}
+
 }  // namespace flagos

@@ -107,9 +107,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   at::Tensor out = is_flagos(dst) ? as_compute(dst) : dst;
   at::Tensor src = self;
   if (is_flagos(self)) {
+    // Only read, and on other memory than `out`: the view kept for its memory.
     src = is_flagos(dst) && same_memory(self.storage(), dst.storage())
               ? tensor_over(out.storage(), compute_keys(), self)
-              : as_compute(self);
+              : read_only_view(self);
   }
   out.copy_(src, non_blocking);
   return dst;

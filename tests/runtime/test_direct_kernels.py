@@ -168,6 +168,10 @@ KEPT_OUTPUT_READS = {
     "restrided in place": lambda r: torch.mm(r.t_(), torch.ones(3, 2, device=r.device)),
     "reshaped in place": lambda r: torch.exp(r.resize_(2, 6)),
     "in a list": lambda r: torch.cat([r, r[:1], r], dim=0),
+    # A copy's source is read through the same kept views.
+    "copied to another dtype": lambda r: r.to(torch.float64),
+    "copied transposed": lambda r: r.t().contiguous(),
+    "copied to the host and back": lambda r: r.cpu().to(r.device) + r[1:].cpu().sum().item(),
 }
 
 
