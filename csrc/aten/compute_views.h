@@ -11,7 +11,7 @@
 // kernel's output tensor): an unboxed kernel reading it later passes those
 // instead of building a view (Aliases::reuse_kept_views). Views of other
 // memory that unboxed kernels read (weights, compiled code's buffers) are
-// kept per thread (read_views()).
+// kept per thread (read_view()).
 // Header-only: each piece is small, and a translation unit of its own would
 // cost a compile of the torch headers for a page of code.
 #pragma once
@@ -76,10 +76,14 @@ inline c10::Storage adopted_storage(const c10::Storage& compute_storage, c10::De
                       /*resizable=*/true);
 }
 
-// Whether `kept`, a compute-device tensor, has the geometry of flagos tensor `t`.
-inline bool same_geometry(const c10::TensorImpl& kept, const at::Tensor& t) {
-  return kept.dtype() == t.dtype() && kept.storage_offset() == t.storage_offset() && kept.sizes() == t.sizes() &&
-         kept.strides() == t.strides() && !kept.is_conj() && !kept.is_neg() && !t.is_conj() && !t.is_neg();
+// Whether `kept`, a compute-device tensor kept for a flagos memory, can stand
+// for flagos tensor `t` there: over `storage` (the compute-device storage `t`
+// is viewed through), with `t`'s geometry.
+inline bool fits(const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>& kept, const c10::Storage& storage,
+                 const at::Tensor& t) {
+  return kept && kept->storage().unsafeGetStorageImpl() == storage.unsafeGetStorageImpl() &&
+         kept->dtype() == t.dtype() && kept->storage_offset() == t.storage_offset() && kept->sizes() == t.sizes() &&
+         kept->strides() == t.strides() && !kept->is_conj() && !kept->is_neg() && !t.is_conj() && !t.is_neg();
 }
 
 // Views that unboxed kernels read, kept per thread and keyed by address: a
@@ -130,8 +134,9 @@ class Aliases {
  public:
   explicit Aliases(std::string_view op_name) : name_(op_name) {}
 
-  // Lets arguments that the kernel only reads take the compute-device side
-  // kept with adopted memory, except on storages passed to mark_written.
+  // Lets arguments that the kernel only reads take the views kept for their
+  // memory (adopted memory's kernel output, else this thread's read_view),
+  // except on storages passed to mark_written.
   // Only for kernels whose written arguments are known (the unboxed ones):
   // a kernel that resizes a written argument replaces its storage's memory,
   // which must never be memory another flagos tensor owns.
@@ -210,8 +215,7 @@ inline const ComputeSide* kept_side(const at::Tensor& t) {
 
 inline bool Aliases::stands_for(const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>& kept,
                                 const at::Tensor& t, const c10::Storage& view) const {
-  if (!kept || kept->storage().unsafeGetStorageImpl() != view.unsafeGetStorageImpl() || !same_geometry(*kept, t))
-    return false;
+  if (!fits(kept, view, t)) return false;
   for (auto& [a, original] : tensors_)
     if (a.unsafeGetTensorImpl() == kept.get()) return false;  // another argument of this call has it
   return true;
@@ -300,15 +304,11 @@ inline void Aliases::write_back(const at::Tensor& a) {
 inline at::Tensor read_only_view(const at::Tensor& t) {
   TORCH_CHECK(t.layout() == c10::kStrided, "flagos: only strided tensors are supported, got ", t.layout());
   if (const ComputeSide* kept = kept_side(t)) {
-    if (kept->view && kept->view->storage().unsafeGetStorageImpl() == kept->owner.unsafeGetStorageImpl() &&
-        same_geometry(*kept->view, t))
-      return at::Tensor(kept->view);
+    if (fits(kept->view, kept->owner, t)) return at::Tensor(kept->view);
     return tensor_over(kept->owner, compute_keys(), t);
   }
   ReadView& read = read_view(t.storage(), t.device().index());
-  if (read.view && read.view->storage().unsafeGetStorageImpl() == read.storage.unsafeGetStorageImpl() &&
-      same_geometry(*read.view, t))
-    return at::Tensor(read.view);
+  if (fits(read.view, read.storage, t)) return at::Tensor(read.view);
   at::Tensor a = tensor_over(read.storage, compute_keys(), t);
   read.view = a.getIntrusivePtr();
   return a;
