@@ -131,22 +131,21 @@ class CachingAllocator final : public c10::DeviceAllocator {
   void record(const c10::DataPtr& data, const c10::Stream& stream) {
     void* ptr = data.get();
     if (ptr == nullptr) return;
+    if (const ComputeSide* side = side_of(data)) return record_adopted(*side, stream);
     flagos_stream handle = native_stream(stream);
     std::lock_guard<std::mutex> lock(mu_);
     auto blk = active_.find(ptr);
-    if (blk != active_.end()) {
-      Block& b = blk->second;
-      if (handle != b.stream && std::find(b.users.begin(), b.users.end(), handle) == b.users.end())
-        b.users.push_back(handle);
-      return;
-    }
-    // Adopted memory belongs to the compute device's allocator: tell it.
-    auto adopted = owners_.find(ptr);
-    if (adopted == owners_.end()) return;
-    if (std::optional<c10::Stream> compute = compute_stream(stream)) {
-      const c10::DataPtr& owner = adopted->second->side.owner.data_ptr();
-      c10::impl::getDeviceGuardImpl(compute->device_type())->recordDataPtrOnStream(owner, *compute);
-    }
+    if (blk == active_.end()) return;  // not flagos's memory
+    Block& b = blk->second;
+    if (handle != b.stream && std::find(b.users.begin(), b.users.end(), handle) == b.users.end())
+      b.users.push_back(handle);
+  }
+
+  // Adopted memory belongs to the compute device's allocator: tell it. The
+  // DataPtr carries its owner, so no lookup (and no lock) is needed.
+  static void record_adopted(const ComputeSide& side, const c10::Stream& stream) {
+    if (std::optional<c10::Stream> compute = compute_stream(stream))
+      c10::impl::getDeviceGuardImpl(compute->device_type())->recordDataPtrOnStream(side.owner.data_ptr(), *compute);
   }
 
   // ---- c10::DeviceAllocator ----

@@ -230,6 +230,31 @@ def test_block_used_by_a_busy_stream_is_not_reused_before_its_work_is_done():
     user.synchronize()
 
 
+@pytest.mark.skipif(
+    torch.flagos.accelerator_name() == "host",
+    reason="the host accelerator finishes work at submission, so no stream is ever busy",
+)
+def test_record_stream_on_a_kernels_output_holds_the_compute_devices_block():
+    # A kernel's output is memory of the compute device's allocator (adopted by
+    # flagos): record_stream must reach that allocator, or the block is handed
+    # out again while `user` still writes it.
+    user = torch.flagos.Stream()
+    a = torch.randn(4096, 4096, device="flagos")
+    x = torch.randn(3, 1 << 20, device="flagos")
+    t = torch.relu(x)
+    ptr = t.data_ptr()
+    user.wait_stream(torch.flagos.current_stream())
+    with torch.flagos.stream(user):
+        for _ in range(200):  # about a second of work queued on `user`
+            a = a @ a / 4096
+        t.add_(1)
+    t.record_stream(user)
+    del t
+    again = torch.relu(x)  # same size, same stream
+    assert again.data_ptr() != ptr
+    user.synchronize()
+
+
 def test_record_stream_rejects_a_stream_of_another_device_type():
     t = torch.empty(4, device="flagos")
     with pytest.raises(RuntimeError, match="expects a flagos stream"):
