@@ -7,7 +7,7 @@
         --json reports/side-by-side.json --markdown reports/side-by-side.md   # the GPU's targets table
 
 One command measures, for each workload (bench_models.py) and dtype, on each
-device: eager and compiled time per call (that device's timing events after
+device: eager and compiled time per call (timing events, torch.Event, after
 warm-up, median of runs adaptive to --budget, sampled round-robin across
 devices and modes so clock drift hits all alike), the first compiled call, and
 compiled-vs-eager numerics on the same weights and inputs. Models are built on
@@ -164,26 +164,37 @@ def release_memory(device):
         empty_cache()
 
 
-def timing_event_class(device):
-    """The device's Event class if it can time (torch.flagos.Event, torch.cuda.Event), else None (cpu)."""
-    event_class = device_function(device, "Event")
-    if event_class is None:
-        return None
-    try:  # torch.cpu.Event, say, takes no arguments and cannot time
-        start, end = event_class(enable_timing=True), event_class(enable_timing=True)
-        start.record()
-        end.record()
-        end.synchronize()
-        start.elapsed_time(end)
-    except Exception:
-        return None
-    return event_class
+def timing_events(device):
+    """A maker of timing events for the device (None where it cannot time: cpu).
+
+    torch.Event first: recording it stays in C++ on every device, so the instrument costs
+    the devices compared the same. A device module's own Event class (torch.cuda.Event)
+    does Python work in record() that a host-bound call's timing would include.
+    """
+
+    def generic():
+        return torch.Event(device=device, enable_timing=True)
+
+    def own():
+        return device_function(device, "Event")(enable_timing=True)
+
+    for make in (generic, own):
+        try:  # torch.Event on cpu, say, cannot time
+            start, end = make(), make()
+            start.record()
+            end.record()
+            end.synchronize()
+            start.elapsed_time(end)
+        except Exception:
+            continue
+        return make
+    return None
 
 
 def sample_times_ms(fn, device, iters):
     """Milliseconds of each of iters calls: device events where the device has them, else the wall clock."""
-    event_class = timing_event_class(device)
-    if event_class is None:
+    make_event = timing_events(device)
+    if make_event is None:
         samples = []
         for _ in range(iters):
             synchronize(device)
@@ -193,7 +204,7 @@ def sample_times_ms(fn, device, iters):
             samples.append((time.perf_counter() - start) * 1000)
         return samples
     # No synchronisation between calls: the device's queue stays as full as in real use.
-    pairs = [(event_class(enable_timing=True), event_class(enable_timing=True)) for _ in range(iters)]
+    pairs = [(make_event(), make_event()) for _ in range(iters)]
     for start, end in pairs:
         start.record()
         fn()

@@ -20,6 +20,8 @@ anything. Two lineages, chosen once at import:
   ``isinstance(e, torch.flagos.Event)`` still holds for flagos events.
 """
 
+import functools
+
 import torch
 
 from flagos_autoload.device_type import DEVICE_TYPE
@@ -70,10 +72,20 @@ class _DeviceAgnosticEvent(metaclass=_FlagosEventType):
 
 def _as_cuda_stream(stream):
     """The CUDA stream that a flagos stream (default: the current one) is, on the cuda accelerator."""
-    stream = current_stream() if stream is None else stream
+    if stream is None:  # every record() of a timing loop: no Stream object, no checks to make
+        index = _C._current_device()
+        return _cuda_stream(_C._current_raw_stream(index), index)
     _check_flagos(stream)
     index = stream.device_index
-    return torch.cuda.ExternalStream(_C._raw_stream(stream.stream_id, index), device=torch.device("cuda", index))
+    return _cuda_stream(_C._raw_stream(stream.stream_id, index), index)
+
+
+@functools.lru_cache(maxsize=256)
+def _cuda_stream(handle: int, index: int):
+    # An ExternalStream costs a device switch and back to build, a few microseconds that a
+    # timing loop's record() would add to what it times. It owns nothing, so one per handle
+    # serves every record and wait on that stream.
+    return torch.cuda.ExternalStream(handle, device=torch.device("cuda", index))
 
 
 def _cuda_lineage_event():
