@@ -9,8 +9,11 @@ ops measure the host cost of dispatch (what a host-bound model like eager Qwen3
 at 1 x 512 tokens pays per op) and large ones the kernel. Targets: large tensors
 within 1.05x (zero-copy: no extra pass over memory), small tensors within 2x.
 Also the allocator's alloc/free round trip, and a small MLP's call, eager
-and compiled (no autograd): the host cost of a host-bound model call. A
-benchmark, not a test: nothing here asserts.
+and compiled (no autograd): the host cost of a host-bound model call. Then
+the ops a transformer's forward calls most, on an op's output (what a model's
+activations are), the two devices taking turns sample by sample; and the host
+cost of one Event.record(), what a timing loop adds to each sample it times.
+A benchmark, not a test: nothing here asserts.
 """
 
 import argparse
@@ -61,6 +64,16 @@ def inductor_alloc(device):
 
 SIZES = {"small (1k)": 1 << 10, "large (16M)": 1 << 24}
 
+# On an op's output (1k elements) and a 32 x 32 weight.
+FORWARD_OPS = {
+    "relu": lambda a, w: torch.relu(a),
+    "add": lambda a, w: a + a,
+    "mul scalar": lambda a, w: a * 0.5,
+    "mm 32x32": lambda a, w: a.view(32, 32) @ w,
+    "to bfloat16": lambda a, w: a.to(torch.bfloat16),
+    "view+slice": lambda a, w: a.view(-1)[1:],
+}
+
 
 def median_time(fn, device: str, repeat: int, inner: int) -> float:
     fn()
@@ -73,6 +86,32 @@ def median_time(fn, device: str, repeat: int, inner: int) -> float:
         synchronize(device)
         samples.append((time.perf_counter() - start) / inner)
     return statistics.median(samples)
+
+
+def interleaved_medians(fns: dict, repeat: int, inner: int) -> dict:
+    """Median seconds per call of each device's fn, the devices taking turns sample by sample
+    (so a slow spell of a shared host hits both)."""
+    samples = {device: [] for device in fns}
+    for _ in range(repeat):
+        for device, fn in fns.items():
+            samples[device].append(median_time(fn, device, 1, inner))
+    return {device: statistics.median(times) for device, times in samples.items()}
+
+
+def event_makers(device: str) -> dict:
+    """The device module's Event and torch.Event, where they can be built and recorded."""
+    makers = {
+        f"torch.{device}.Event": lambda: torch.get_device_module(device).Event(enable_timing=True),
+        "torch.Event": lambda: torch.Event(device=device, enable_timing=True),
+    }
+    usable = {}
+    for label, make in makers.items():
+        try:
+            make().record()
+        except Exception:  # torch.cpu.Event cannot time; a CPU wheel's torch.cuda.Event is a dummy
+            continue
+        usable[label] = make
+    return usable
 
 
 def print_row(name, label, t_ref, t_fl):
@@ -136,6 +175,21 @@ def main():
             t_ref = median_time(calls[ref][mode], ref, args.repeat, 200)
             t_fl = median_time(calls["flagos"][mode], "flagos", args.repeat, 200)
             print_row(f"{mode} MLP", "64x512", t_ref, t_fl)
+    print(f"\nA forward's ops on an op's output, devices taking turns ({args.repeat} samples of 2000 calls each)")
+    for name, op in FORWARD_OPS.items():
+        fns = {}
+        for device in (ref, "flagos"):
+            a = torch.relu(torch.randn(1024, device=device))
+            w = torch.randn(32, 32, device=device)
+            fns[device] = functools.partial(op, a, w)
+        t = interleaved_medians(fns, args.repeat, 2000)
+        print_row(name, "1k", t[ref], t["flagos"])
+    print("\nHost cost of one Event.record() (no stream given: the current one)")
+    for device in (ref, "flagos"):
+        for label, make in event_makers(device).items():
+            event = make()
+            t = median_time(event.record, device, args.repeat, 2000)
+            print(f"{label:<22}{device:<8}{t * 1e6:>8.2f}us")
 
 
 if __name__ == "__main__":
