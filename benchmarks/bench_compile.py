@@ -729,8 +729,10 @@ def jsonable(value):
 
 
 def git_commit():
+    """HEAD, with "-dirty" when the tracked files differ from it (a copied tree under an old .git)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10)
+        command = ["git", "describe", "--always", "--dirty", "--abbrev=40"]
+        out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
