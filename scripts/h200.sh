@@ -19,6 +19,7 @@
 # OPS_WORKERS (16) and OPS_SHARD_WORKERS (4) set the xdist workers of the two kinds of phase.
 # Op reports go to $OUT/ops-reports.tar.gz, the agreement and shard checks to $OUT/ops-*.md.
 # Phases joined by '+' run at the same time (tests only: timings run alone).
+# The device tool brings back at most 8 files from $OUT: more outputs go into one tarball.
 # Logs go to $OUT/logs.tar.gz (one file per phase, refreshed after each phase,
 # so a run cut short keeps them), one line per phase to $OUT/summary.txt;
 # benchmark JSON and profiles to $OUT/.
