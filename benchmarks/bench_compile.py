@@ -164,22 +164,19 @@ def release_memory(device):
         empty_cache()
 
 
-def timing_events(device):
-    """A maker of timing events for the device (None where it cannot time: cpu).
+def timing_event_makers(device):
+    """(label, maker) of each kind of timing event the device can time with, best first.
 
     torch.Event first: recording it stays in C++ on every device, so the instrument costs
     the devices compared the same. A device module's own Event class (torch.cuda.Event)
     does Python work in record() that a host-bound call's timing would include.
     """
-
-    def generic():
-        return torch.Event(device=device, enable_timing=True)
-
-    def own():
-        return device_function(device, "Event")(enable_timing=True)
-
-    for make in (generic, own):
-        try:  # torch.Event on cpu, say, cannot time
+    makers = {
+        "torch.Event": lambda: torch.Event(device=device, enable_timing=True),
+        f"torch.{torch.device(device).type}.Event": lambda: device_function(device, "Event")(enable_timing=True),
+    }
+    for label, make in makers.items():
+        try:  # torch.Event on cpu, say, cannot time; a CPU wheel's torch.cuda.Event is a dummy
             start, end = make(), make()
             start.record()
             end.record()
@@ -187,8 +184,12 @@ def timing_events(device):
             start.elapsed_time(end)
         except Exception:
             continue
-        return make
-    return None
+        yield label, make
+
+
+def timing_events(device):
+    """A maker of timing events for the device (None where it cannot time: cpu)."""
+    return next((make for _, make in timing_event_makers(device)), None)
 
 
 def sample_times_ms(fn, device, iters):

@@ -29,7 +29,7 @@ import torch
 import torch_fl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compile import synchronize
+from bench_compile import synchronize, timing_event_makers
 
 OPS = {
     "add": lambda a, b: a + b,
@@ -96,22 +96,6 @@ def interleaved_medians(fns: dict, repeat: int, inner: int) -> dict:
         for device, fn in fns.items():
             samples[device].append(median_time(fn, device, 1, inner))
     return {device: statistics.median(times) for device, times in samples.items()}
-
-
-def event_makers(device: str) -> dict:
-    """The device module's Event and torch.Event, where they can be built and recorded."""
-    makers = {
-        f"torch.{device}.Event": lambda: torch.get_device_module(device).Event(enable_timing=True),
-        "torch.Event": lambda: torch.Event(device=device, enable_timing=True),
-    }
-    usable = {}
-    for label, make in makers.items():
-        try:
-            make().record()
-        except Exception:  # torch.cpu.Event cannot time; a CPU wheel's torch.cuda.Event is a dummy
-            continue
-        usable[label] = make
-    return usable
 
 
 def print_row(name, label, t_ref, t_fl):
@@ -186,7 +170,7 @@ def main():
         print_row(name, "1k", t[ref], t["flagos"])
     print("\nHost cost of one Event.record() (no stream given: the current one)")
     for device in (ref, "flagos"):
-        for label, make in event_makers(device).items():
+        for label, make in timing_event_makers(device):
             event = make()
             t = median_time(event.record, device, args.repeat, 2000)
             print(f"{label:<22}{device:<8}{t * 1e6:>8.2f}us")
