@@ -16,45 +16,37 @@ function calls, the largest cumulative entries, and every entry of flagos's own 
 
 import argparse
 import io
-import json
 import os
 import pstats
-import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compile import WORKER_RUNS, child_command, child_environment, parse_args
+from bench_compile import WORKER_RUNS, child_command, child_environment, parse_args, timed_child
 
 TOP = 25
 OWN_CODE = ("torch_fl", "flagos_triton")
 
 
-def profiled_child(device, options, profile_path, cache):
-    """bench_compile.py's compile-time child for one device, under cProfile, started."""
+def profiled_command(device, options, profile_path):
+    """bench_compile.py's compile-time child for one device, under cProfile."""
     argv = ["--devices", device, "--workloads", options.workload, "--dtypes", options.dtype]
     args = parse_args(argv + (["--small"] if options.small else []))
     command = child_command(args, options.workload, device)
     command[1:1] = ["-m", "cProfile", "-o", str(profile_path)]  # python -m cProfile -o P script ...
-    env = child_environment(WORKER_RUNS["serial (compile_threads=1)"], cache)
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return command
 
 
-def collect(child, profile_path, timeout):
-    """The child's first-call seconds and its loaded profile, or what went wrong."""
-    try:
-        stdout, stderr = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate()
-        return {"outcome": f"timed out after {timeout:.0f} s"}
-    if child.returncode != 0 or not profile_path.exists():
-        last = stderr.strip().splitlines()[-1:] or ["no output"]
-        return {"outcome": f"exit status {child.returncode}: {last[0]}"}
-    result = json.loads(stdout.strip().splitlines()[-1])
+def profile(command, profile_path, cache, timeout):
+    """Runs one profiled child on fresh caches: its first-call seconds and loaded profile, or its error."""
+    sample = timed_child(command, child_environment(WORKER_RUNS["serial (compile_threads=1)"], cache), timeout)
+    if "error" in sample:
+        last = (sample.get("stderr") or "").strip().splitlines()[-1:]
+        return {"outcome": ": ".join([sample["error"], *last])}
     stats = pstats.Stats(str(profile_path), stream=io.StringIO())
-    return {"outcome": "ok", "first_call_s": round(result["first_call_s"], 1), "stats": stats}
+    return {"outcome": "ok", "first_call_s": round(sample["first_call_s"], 1), "stats": stats}
 
 
 def entries(stats, limit, keep=lambda filename: True):
@@ -97,18 +89,17 @@ def main(argv=None):
     parser.add_argument("--out", default="reports/compile-profile.md")
     options = parser.parse_args(argv)
     devices = [d.strip() for d in options.devices.split(",") if d.strip()]
-    results = {}
     with tempfile.TemporaryDirectory(prefix="profile-compile-") as work:
-        started = {}
-        for device in devices:
-            profile_path = Path(work) / f"{device}.prof"
-            child = profiled_child(device, options, profile_path, os.path.join(work, f"cache-{device}"))
-            if options.one_at_a_time:
-                results[device] = collect(child, profile_path, options.timeout)
-            else:
-                started[device] = (child, profile_path)
-        for device, (child, profile_path) in started.items():
-            results[device] = collect(child, profile_path, options.timeout)
+        paths = {device: Path(work) / f"{device}.prof" for device in devices}
+        # Every command first: a device string torch cannot parse stops the run before any process.
+        commands = {device: profiled_command(device, options, paths[device]) for device in devices}
+
+        def run(device):
+            cache = os.path.join(work, f"cache-{device}")
+            return profile(commands[device], paths[device], cache, options.timeout)
+
+        with ThreadPoolExecutor(1 if options.one_at_a_time else len(devices)) as pool:
+            results = dict(zip(devices, pool.map(run, devices), strict=True))
     text = report(results, options.workload, options.dtype)
     Path(options.out).parent.mkdir(parents=True, exist_ok=True)
     Path(options.out).write_text(text)
