@@ -10,8 +10,8 @@
 // Adopted memory keeps its compute-device side (the owning storage and the
 // kernel's output tensor): an unboxed kernel reading it later passes those
 // instead of building a view (Aliases::reuse_kept_views). Views of other
-// memory that unboxed kernels read (weights, compiled code's buffers) are
-// kept per thread (read_view()).
+// memory that unboxed kernels get (weights, compiled code's buffers, out=
+// and in-place arguments) are kept per thread (thread_view()).
 // Header-only: each piece is small, and a translation unit of its own would
 // cost a compile of the torch headers for a page of code.
 #pragma once
@@ -86,23 +86,25 @@ inline bool fits(const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorI
          kept->strides() == t.strides() && !kept->is_conj() && !kept->is_neg() && !t.is_conj() && !t.is_neg();
 }
 
-// Views that unboxed kernels read, kept per thread and keyed by address: a
+// Views that unboxed kernels get, kept per thread and keyed by address: a
 // view's storage holds only the address, the size and the compute device, so
 // an entry left behind by freed memory is the right storage for memory later
 // handed out at the same address with the same size, and wrong for no other
 // (checked on use). `view` is the last tensor made over it, reused for an
-// argument of the same geometry. Kernels never get these for arguments they
-// write (Aliases::only_read), so nothing changes an entry.
-struct ReadView {
+// argument of the same geometry (checked on use too: a kernel may restride a
+// written argument). The storage owns nothing, so a kernel that grows a
+// written argument puts new memory into it; write_back adopts that memory,
+// and the entry, no longer over its address, is dropped at its next lookup.
+struct ThreadView {
   c10::Storage storage;
   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view;
 };
 
-inline ReadView& read_view(const c10::Storage& storage, c10::DeviceIndex index) {
+inline ThreadView& thread_view(const c10::Storage& storage, c10::DeviceIndex index) {
   // Bounded: a process that keeps allocating new memory must not grow it
   // forever; a working set (a model's weights and buffers) fits.
   constexpr size_t kMaxEntries = 4096;
-  thread_local ska::flat_hash_map<const void*, ReadView> views;
+  thread_local ska::flat_hash_map<const void*, ThreadView> views;
   const void* address = storage.data();
   auto found = views.find(address);
   if (found != views.end()) {
@@ -112,7 +114,7 @@ inline ReadView& read_view(const c10::Storage& storage, c10::DeviceIndex index) 
     views.erase(found);
   }
   if (views.size() >= kMaxEntries) views.clear();
-  return views.emplace(address, ReadView{alias_storage(storage, index), {}}).first->second;
+  return views.emplace(address, ThreadView{alias_storage(storage, index), {}}).first->second;
 }
 
 // The compute-device view of one flagos tensor (used by copies).
@@ -134,12 +136,12 @@ class Aliases {
  public:
   explicit Aliases(std::string_view op_name) : name_(op_name) {}
 
-  // Lets arguments that the kernel only reads take the views kept for their
-  // memory (adopted memory's kernel output, else this thread's read_view),
-  // except on storages passed to mark_written.
-  // Only for kernels whose written arguments are known (the unboxed ones):
-  // a kernel that resizes a written argument replaces its storage's memory,
-  // which must never be memory another flagos tensor owns.
+  // Lets arguments take the views kept for their memory instead of new ones:
+  // a read argument on no storage passed to mark_written the view kept with
+  // adopted memory, any other argument this thread's thread_view. Only for
+  // kernels whose written arguments are known (the unboxed ones): adopted
+  // memory's kept storage owns the memory, and a kernel that resized a
+  // written argument over it would free memory a flagos tensor owns.
   void reuse_kept_views() { reuse_ = true; }
   void mark_written(const at::Tensor& t) {
     if (t.defined() && t.has_storage()) written_.push_back(t.storage().unsafeGetStorageImpl());
@@ -229,11 +231,11 @@ inline at::Tensor Aliases::alias(const at::Tensor& t, bool written) {
   // and value are the same tensor).
   for (auto& [a, original] : tensors_)
     if (original.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return a;
-  // Memory the kernel only reads: the view kept with adopted memory, else
-  // this thread's kept view of the address (valid until the next read_view).
-  const bool read_only = only_read(t, written);
-  const ComputeSide* kept = read_only ? kept_side(t) : nullptr;
-  ReadView* read = read_only && kept == nullptr ? &read_view(t.storage(), index()) : nullptr;
+  // Memory the kernel only reads: the view kept with adopted memory. Any
+  // other argument of an unboxed kernel: this thread's kept view of the
+  // address (valid until the next thread_view).
+  const ComputeSide* kept = only_read(t, written) ? kept_side(t) : nullptr;
+  ThreadView* read = reuse_ && kept == nullptr ? &thread_view(t.storage(), index()) : nullptr;
   c10::StorageImpl* key = t.storage().unsafeGetStorageImpl();
   c10::Storage* view = nullptr;
   for (auto& [flagos_storage, compute_storage] : storages_)
@@ -254,7 +256,7 @@ inline at::Tensor Aliases::alias(const at::Tensor& t, bool written) {
   }
   at::Tensor a = tensor_over(*view, compute_keys(), t);
   if (read && view->unsafeGetStorageImpl() == read->storage.unsafeGetStorageImpl())
-    read->view = a.getIntrusivePtr();  // for the next read of this geometry
+    read->view = a.getIntrusivePtr();  // for the next use of this geometry
   tensors_.emplace_back(a, t);
   return a;
 }
@@ -307,7 +309,7 @@ inline at::Tensor read_only_view(const at::Tensor& t) {
     if (fits(kept->view, kept->owner, t)) return at::Tensor(kept->view);
     return tensor_over(kept->owner, compute_keys(), t);
   }
-  ReadView& read = read_view(t.storage(), t.device().index());
+  ThreadView& read = thread_view(t.storage(), t.device().index());
   if (fits(read.view, read.storage, t)) return at::Tensor(read.view);
   at::Tensor a = tensor_over(read.storage, compute_keys(), t);
   read.view = a.getIntrusivePtr();

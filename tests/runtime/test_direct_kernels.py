@@ -237,6 +237,27 @@ def test_memory_handed_out_again_at_the_same_address_is_read_with_its_own_size_a
     assert torch.equal(kept.cpu(), torch.exp(_randn(3001)))
 
 
+def test_an_out_argument_grown_by_its_kernel_leaves_its_old_address_to_the_next_tensor_there():
+    # out= and in-place arguments take the thread's kept view of their address too; a kernel that
+    # grows one puts new memory into that view. The next tensor at the old address must not see it.
+    # No cached blocks, and the inputs kept alive: out's old block is the one the allocator hands
+    # out next.
+    torch.flagos.empty_cache()
+    small, large = _randn(4093).to("flagos"), _randn(4099).to("flagos")
+    out = torch.empty(4093, device="flagos")
+    torch.exp(small, out=out)  # the view of out's address is kept
+    address = out.data_ptr()
+    with pytest.warns(UserWarning, match="resized"):
+        torch.exp(large, out=out)
+    assert out.data_ptr() != address, "the kernel grew out= into new memory (the case under test)"
+    assert torch.equal(out.cpu(), torch.exp(_randn(4099)))
+    b = _randn(4093, positive=True).to("flagos")
+    assert b.data_ptr() == address, "the allocator hands the old block out again (the case under test)"
+    torch.add(b, 1.0, out=b)
+    assert torch.equal(b.cpu(), _randn(4093, positive=True) + 1.0)
+    assert torch.equal(torch.exp(out).cpu(), torch.exp(torch.exp(_randn(4099)))), "out= kept its new memory"
+
+
 def test_a_weight_read_in_turn_with_two_geometries_gives_the_compute_device_results():
     def run(device):
         w, x, y = (_randn(*shape).to(device) for shape in ((4, 3), (5, 3), (3, 2)))
