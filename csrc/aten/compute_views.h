@@ -92,19 +92,25 @@ inline bool fits(const c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorI
 // handed out at the same address with the same size, and wrong for no other
 // (checked on use). `view` is the last tensor made over it, reused for an
 // argument of the same geometry (checked on use too: a kernel may restride a
-// written argument). The storage owns nothing, so a kernel that grows a
-// written argument puts new memory into it; write_back adopts that memory,
-// and the entry, no longer over its address, is dropped at its next lookup.
+// written argument). The storage owns nothing, but a kernel that grows a
+// written argument puts new memory into it: write_back adopts that memory
+// and drops the entry (forget_thread_view), which would otherwise keep the
+// memory alive after the flagos tensor that owns it is gone.
 struct ThreadView {
   c10::Storage storage;
   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view;
 };
 
+inline ska::flat_hash_map<const void*, ThreadView>& thread_views() {
+  thread_local ska::flat_hash_map<const void*, ThreadView> views;
+  return views;
+}
+
 inline ThreadView& thread_view(const c10::Storage& storage, c10::DeviceIndex index) {
   // Bounded: a process that keeps allocating new memory must not grow it
   // forever; a working set (a model's weights and buffers) fits.
   constexpr size_t kMaxEntries = 4096;
-  thread_local ska::flat_hash_map<const void*, ThreadView> views;
+  auto& views = thread_views();
   const void* address = storage.data();
   auto found = views.find(address);
   if (found != views.end()) {
@@ -115,6 +121,14 @@ inline ThreadView& thread_view(const c10::Storage& storage, c10::DeviceIndex ind
   }
   if (views.size() >= kMaxEntries) views.clear();
   return views.emplace(address, ThreadView{alias_storage(storage, index), {}}).first->second;
+}
+
+// Drops the entry for `address` if `storage` is its storage (a kernel grew
+// it into new memory).
+inline void forget_thread_view(const void* address, const c10::StorageImpl* storage) {
+  auto& views = thread_views();
+  auto found = views.find(address);
+  if (found != views.end() && found->second.storage.unsafeGetStorageImpl() == storage) views.erase(found);
 }
 
 // The compute-device view of one flagos tensor (used by copies).
@@ -290,6 +304,7 @@ inline void Aliases::write_back(const at::Tensor& a) {
     const void* now = alias.storage().unsafeGetStorageImpl()->data_ptr().get();
     if (now != original.storage().unsafeGetStorageImpl()->data_ptr().get()) {
       c10::StorageImpl* target = original.storage().unsafeGetStorageImpl();
+      forget_thread_view(target->data_ptr().get(), alias.storage().unsafeGetStorageImpl());
       target->set_data_ptr_noswap(adopt(alias.storage(), index()));
       target->set_nbytes(alias.storage().nbytes());
     }

@@ -258,6 +258,25 @@ def test_an_out_argument_grown_by_its_kernel_leaves_its_old_address_to_the_next_
     assert torch.equal(torch.exp(out).cpu(), torch.exp(torch.exp(_randn(4099)))), "out= kept its new memory"
 
 
+def test_memory_an_out_argument_grew_into_is_freed_with_the_tensor():
+    # The grown memory comes from the compute device's allocator, which reports to the profiler.
+    from torch.profiler import ProfilerActivity, profile
+
+    small, large = _randn(8).to("flagos"), _randn(1 << 20).to("flagos")
+    out = torch.empty(8, device="flagos")
+    torch.exp(small, out=out)  # the view of out's address is kept
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with pytest.warns(UserWarning, match="resized"):
+            torch.exp(large, out=out)
+        grown = out.untyped_storage().nbytes()
+        del out
+    events = prof.events()
+    allocated = sum(e.self_cpu_memory_usage + e.self_device_memory_usage for e in events if e.name == "aten::exp")
+    assert allocated >= grown == 4 << 20, "the kernel grew out= in its device's memory (the case under test)"
+    still_held = sum(e.self_cpu_memory_usage + e.self_device_memory_usage for e in events)
+    assert still_held == 0, f"{still_held} bytes of the grown memory outlived its tensor"
+
+
 def test_a_weight_read_in_turn_with_two_geometries_gives_the_compute_device_results():
     def run(device):
         w, x, y = (_randn(*shape).to(device) for shape in ((4, 3), (5, 3), (3, 2)))
