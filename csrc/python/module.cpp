@@ -127,6 +127,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_lazy_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });
   m.def("_current_device", [] { return static_cast<int>(flagos::current_device()); });
   m.def("_set_device", [](int i) { flagos::set_device(static_cast<c10::DeviceIndex>(i)); });
+  // What compiled code's device guard calls on entry and exit
+  // (torch.flagos._DeviceGuard): the previous device back from one call, as
+  // torch._C._cuda_exchangeDevice does for CUDA. A negative index changes nothing.
+  m.def("_exchange_device", [](int i) {
+    if (i < 0) return -1;
+    const int previous = flagos::current_device();
+    if (i != previous) flagos::set_device(static_cast<c10::DeviceIndex>(i));
+    return previous;
+  });
   m.def("_check_index", [](int i) { flagos::check_index(static_cast<c10::DeviceIndex>(i)); });
   m.def("_synchronize", [](int i) {
     flagos::check_index(static_cast<c10::DeviceIndex>(i));

@@ -54,6 +54,33 @@ def test_set_device_and_device_context():
         torch.flagos.set_device(0)
 
 
+def test_compiled_codes_device_guard_switches_and_restores_with_one_call_each_way():
+    assert torch.flagos.current_device() == 0
+    with torch.flagos._DeviceGuard(torch.flagos.device_count() - 1):
+        assert torch.flagos.current_device() == torch.flagos.device_count() - 1
+    assert torch.flagos.current_device() == 0
+    with torch.flagos._DeviceGuard(-1):  # as torch.cuda._DeviceGuard: a negative index changes nothing
+        assert torch.flagos.current_device() == 0
+    with pytest.raises(IndexError, match="flagos"):
+        torch.flagos._DeviceGuard(torch.flagos.device_count()).__enter__()
+    assert torch.flagos.current_device() == 0
+
+
+@two_devices
+def test_compiled_code_on_the_second_device_runs_there_and_leaves_the_current_device():
+    def f(x, w):
+        return torch.relu(x @ w) + 1
+
+    from torch._inductor.utils import run_and_get_code
+
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    got, code = run_and_get_code(torch.compile(f), x.to("flagos:1"), w.to("flagos:1"))
+    assert "torch.flagos._DeviceGuard(1)" in code[0]
+    assert got.device == torch.device("flagos", 1)
+    assert torch.flagos.current_device() == 0
+    torch.testing.assert_close(got.cpu(), f(x, w))
+
+
 @host_only
 def test_properties_tell_inductor_what_it_needs():
     p = torch.flagos.get_device_properties(0)

@@ -18,7 +18,7 @@ class FlagosDeviceOpOverrides(DeviceOpOverrides):  # type: ignore[misc, valid-ty
         return "torch.flagos.synchronize()"
 
     def device_guard(self, device_idx: int) -> str:
-        return f"torch.flagos.device({device_idx})"
+        return f"torch.flagos._DeviceGuard({device_idx})"
 
     def current_stream(self) -> str:
         return "torch.flagos.current_stream()"

@@ -7,6 +7,7 @@ This module *is* ``torch.flagos`` (the same object). Everything that takes a
 
 from ._device import (
     DeviceIndexError,
+    _DeviceGuard,
     _lazy_init,
     accelerator_name,
     current_device,

@@ -47,6 +47,10 @@ def current_device() -> int:
 
 def set_device(device) -> None:
     """Makes ``device`` current; a negative index is a no-op, as for torch.cuda.set_device."""
+    if type(device) is int:  # compiled code's form, once per call: no conversions
+        if device >= 0:
+            _C._set_device(device)
+        return
     index = _index(device)
     if index >= 0:
         _C._set_device(index)
@@ -94,6 +98,24 @@ class device:
     def __exit__(self, *exc):
         if self.index >= 0 and self.index != self.previous:
             _C._set_device(self.previous)
+        return False
+
+
+class _DeviceGuard:
+    """The device guard inductor's wrapper enters on every call of compiled code: an int index, two
+    calls into the runtime (``torch.flagos.device`` converts and checks its argument first)."""
+
+    __slots__ = ("idx", "prev_idx")
+
+    def __init__(self, index: int):
+        self.idx = index
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, *exc):
+        _C._exchange_device(self.prev_idx)
         return False
 
 
