@@ -106,6 +106,41 @@ PyObject* make_device_index_error() {
   return cls;
 }
 
+// Compiled code's buffer allocation (empty_strided_flagos), once per buffer
+// per call. A plain CPython function, as torch's _empty_strided_cuda is:
+// pybind's conversion of two tuples into vectors costs about as much as the
+// allocation itself.
+bool int_list(PyObject* obj, c10::SmallVector<int64_t, 8>& out) {
+  if (!PyTuple_Check(obj) && !PyList_Check(obj)) return false;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  out.resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (!THPUtils_checkLong(items[i])) return false;
+    out[i] = THPUtils_unpackLong(items[i]);
+  }
+  return true;
+}
+
+PyObject* empty_strided(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(nargs == 3, "flagos: _empty_strided expects (size, stride, dtype), got ", nargs, " arguments");
+  c10::SmallVector<int64_t, 8> size, stride;
+  TORCH_CHECK(int_list(args[0], size) && int_list(args[1], stride),
+              "flagos: _empty_strided expects a tuple of ints for size and for stride");
+  TORCH_CHECK(size.size() == stride.size(), "flagos: _empty_strided got ", size.size(), " sizes and ", stride.size(),
+              " strides");
+  TORCH_CHECK(THPDtype_Check(args[2]), "flagos: _empty_strided expects a torch.dtype");
+  return THPVariable_Wrap(at::detail::empty_strided_generic(size, stride, flagos::allocator(),
+                                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                            reinterpret_cast<THPDtype*>(args[2])->scalar_type));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef empty_strided_def = {"_empty_strided",
+                                 reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_strided)),
+                                 METH_FASTCALL, "A flagos tensor of (size, stride, dtype), for compiled code."};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -198,15 +233,8 @@ PYBIND11_MODULE(_C, m) {
   // What compiled code allocates its buffers with (torch_fl/compile: inductor's
   // generic empty_strided costs Python argument parsing and a dispatch per
   // buffer); on the current device, as the generated code runs under its guard.
-  m.def("_empty_strided",
-        [](const std::vector<int64_t>& size, const std::vector<int64_t>& stride, const py::object& dtype) {
-          TORCH_CHECK(THPDtype_Check(dtype.ptr()), "flagos: _empty_strided expects a torch.dtype");
-          TORCH_CHECK(size.size() == stride.size(), "flagos: _empty_strided got ", size.size(), " sizes and ",
-                      stride.size(), " strides");
-          return at::Tensor(at::detail::empty_strided_generic(size, stride, flagos::allocator(),
-                                                              c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                              reinterpret_cast<THPDtype*>(dtype.ptr())->scalar_type));
-        });
+  m.add_object("_empty_strided",
+               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr)));
 
 #ifdef FLAGOS_WITH_DISTRIBUTED
   // torch_fl.distributed's c10d backend over existing engines (ProcessGroupGloo, ProcessGroupNCCL).

@@ -177,6 +177,10 @@ def test_direct_allocation_is_an_ordinary_flagos_tensor(flagos_device):
         torch_fl._C._empty_strided((4, 3), (1,), torch.float32)
     with pytest.raises(RuntimeError, match=r"expects a torch.dtype"):
         torch_fl._C._empty_strided((4,), (1,), "float32")
+    with pytest.raises(RuntimeError, match=r"expects a tuple of ints for size and for stride"):
+        torch_fl._C._empty_strided((4, "3"), (3, 1), torch.float32)
+    with pytest.raises(RuntimeError, match=r"expects \(size, stride, dtype\), got 2 arguments"):
+        torch_fl._C._empty_strided((4,), (1,))
 
 
 def test_cached_graphs_are_reused_only_under_the_same_compile_identity(
