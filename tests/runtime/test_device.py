@@ -54,7 +54,7 @@ def test_set_device_and_device_context():
         torch.flagos.set_device(0)
 
 
-def test_compiled_codes_device_guard_switches_and_restores_with_one_call_each_way():
+def test_compiled_codes_device_guard_switches_and_restores_the_device():
     assert torch.flagos.current_device() == 0
     with torch.flagos._DeviceGuard(torch.flagos.device_count() - 1):
         assert torch.flagos.current_device() == torch.flagos.device_count() - 1
