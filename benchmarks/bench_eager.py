@@ -8,8 +8,10 @@ flagos, and their ratio. Every sample ends with a device synchronize, so small
 ops measure the host cost of dispatch (what a host-bound model like eager Qwen3
 at 1 x 512 tokens pays per op) and large ones the kernel. Targets: large tensors
 within 1.05x (zero-copy: no extra pass over memory), small tensors within 2x.
-Also the allocator's alloc/free round trip, and a small MLP's call, eager
-and compiled (no autograd): the host cost of a host-bound model call. Then
+Also the allocator's alloc/free round trip, what compiled code's wrapper calls
+on every call besides its kernels (a buffer's allocation, the device guard),
+and a small MLP's call, eager and compiled (no autograd): the host cost of a
+host-bound model call. Then
 the ops a transformer's forward calls most, on an op's output (what a model's
 activations are), the two devices taking turns sample by sample; and the host
 cost of one Event.record(), what a timing loop adds to each sample it times.
@@ -60,6 +62,19 @@ def inductor_alloc(device):
     if fast is not None:
         return lambda: fast((64, 64), (64, 1), torch.float32)
     return lambda: torch.empty_strided((64, 64), (64, 1), device=device, dtype=torch.float32)
+
+
+def wrapper_guard(device):
+    """What inductor's wrapper runs on entry to each call of compiled code on the device: its
+    device guard and set_device, from the device's registered snippets (a no-op on cpu)."""
+    import torch_fl.compile  # registers flagos's snippets
+    from torch_fl.compile._inductor_adapter import device_op_overrides
+
+    overrides = device_op_overrides(device)
+    source = f"def call():\n    with {overrides.device_guard(0)}:\n        {overrides.set_device(0)}\n"
+    namespace = {"torch": torch}
+    exec(compile(source, f"<{device} wrapper>", "exec"), namespace)
+    return namespace["call"]
 
 
 SIZES = {"small (1k)": 1 << 10, "large (16M)": 1 << 24}
@@ -130,6 +145,9 @@ def main():
     t_ref = median_time(inductor_alloc(ref), ref, args.repeat, 2000)
     t_fl = median_time(inductor_alloc("flagos"), "flagos", args.repeat, 2000)
     print_row("inductor alloc", "16 KiB", t_ref, t_fl)
+    t_ref = median_time(wrapper_guard(ref), ref, args.repeat, 2000)
+    t_fl = median_time(wrapper_guard("flagos"), "flagos", args.repeat, 2000)
+    print_row("wrapper guard", "per call", t_ref, t_fl)
     # One compiled call of one small Triton kernel: guards, allocation, launch.
     x_ref = torch.randn(1024).to(ref)
     x_fl = x_ref.to("flagos")

@@ -377,6 +377,14 @@ def register_device_interface(device_type: str, interface) -> None:
     register_interface_for_device(device_type, interface)
 
 
+def device_op_overrides(device_type: str):
+    """torch/_inductor/codegen/common.py ``get_device_op_overrides``: the snippets the Python
+    wrapper emits for a device type (benchmarks run them as compiled code would)."""
+    from torch._inductor.codegen.common import get_device_op_overrides
+
+    return get_device_op_overrides(device_type)
+
+
 def register_device_op_overrides(device_type: str, overrides) -> None:
     """torch/_inductor/codegen/common.py ``register_device_op_overrides``: the source snippets
     (stream, device guard, synchronize) the Python wrapper emits. Checked on 2.13."""
