@@ -67,7 +67,6 @@ def inductor_alloc(device):
 def wrapper_guard(device):
     """What inductor's wrapper runs on entry to each call of compiled code on the device: its
     device guard and set_device, from the device's registered snippets (a no-op on cpu)."""
-    import torch_fl.compile  # registers flagos's snippets
     from torch_fl.compile._inductor_adapter import device_op_overrides
 
     overrides = device_op_overrides(device)
