@@ -10,6 +10,8 @@
 # integration, attention (its runtime and compile tests), conformance-flagos,
 # conformance-cuda, bench, compile-times, profile (benchmarks/profile_models.py),
 # eager-overhead (benchmarks/bench_eager.py: per-op host cost, flagos vs cuda),
+# call-profile (benchmarks/profile_calls.py: warm compiled calls under cProfile, flagos vs cuda;
+# CALL_PROFILE_ARGS="--workload qwen3-short --mode eager" for others),
 # ops-full-cuda, ops-full-flagos (the op coverage area's full tier, -n 16), ops-shards-cuda,
 # ops-shards-flagos (the same cases as 4 pytest-split shards side by side, -n 4 each, merged
 # and checked identical to the -n 16 run), ops-agreement (flagos-cuda vs cuda, case by case).
@@ -142,6 +144,8 @@ open('/tmp/dist_worker.py', 'w').write('import faulthandler; faulthandler.enable
     bench) phase bench 900 $PY benchmarks/bench_compile.py ${BENCH_ARGS:-} ;;
     compile-times) phase compile-times 900 $PY benchmarks/bench_compile.py --compile-times ${COMPILE_TIMES_ARGS:-} ;;
     eager-overhead) phase eager-overhead 300 $PY benchmarks/bench_eager.py ;;
+    call-profile) phase call-profile 300 $PY benchmarks/profile_calls.py --devices flagos,cuda \
+      --out "$OUT/call-profile.md" ${CALL_PROFILE_ARGS:-} ;;
     profile) phase profile 900 $PY benchmarks/profile_models.py --out "$OUT/profile.md" ${PROFILE_ARGS:-} ;;
     ops-full-cuda|ops-full-flagos)
       ops_setup; which=${p#ops-full-}; label=$(ops_label "$which")

@@ -1,0 +1,44 @@
+"""benchmarks/profile_calls.py: warm calls under cProfile per device, and the report's tables."""
+
+import pytest
+
+from benchmarks import profile_calls
+
+
+def _row(text, first_cell):
+    line = next(line for line in text.splitlines() if line.startswith(f"| {first_cell} |"))
+    return [cell.strip() for cell in line.split("|")[1:-1]]
+
+
+def test_eager_calls_are_profiled_and_compared_per_call(tmp_path):
+    out = tmp_path / "calls.md"
+    profile_calls.main(
+        ["--devices", "flagos,cpu", "--workload", "small-mlp", "--mode", "eager", "--calls", "20", "--out", str(out)]
+    )
+    text = out.read_text()
+    for device in ("flagos", "cpu"):
+        _, wall, python_calls = _row(text, device)
+        assert float(wall) > 0 and float(python_calls) > 0
+    # small-mlp is Linear-GELU-Linear: two Linear.forward calls per model call, on both devices.
+    linear = _row(text, "`<built-in method torch._C._nn.linear>`")
+    assert linear[-2:] == ["2", "2"]
+    assert "## Self time per call, flagos minus cpu" in text and "_lsprof" not in text
+
+
+@pytest.mark.slow
+def test_a_compiled_call_shows_the_generated_wrapper_once_per_call(tmp_path):
+    out = tmp_path / "calls.md"
+    profile_calls.main(
+        ["--devices", "flagos", "--workload", "small-mlp", "--calls", "10", "--top", "10000", "--out", str(out)]
+    )
+    text = out.read_text()
+    assert _row(text, "`<generated>(call)`")[-1] == "1"
+    assert "minus" not in text  # one device: nothing to compare
+
+
+def test_a_device_string_torch_cannot_parse_stops_before_any_model_is_built(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        profile_calls.main(["--devices", "flagos,nodevice", "--out", str(tmp_path / "calls.md")])
+    assert stopped.value.code == 2
+    assert "nodevice" in capsys.readouterr().err
+    assert not (tmp_path / "calls.md").exists()
