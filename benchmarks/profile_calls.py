@@ -2,9 +2,11 @@
 
     python benchmarks/profile_calls.py --devices flagos,cuda --workload small-mlp --mode compiled --out reports/call-profile.md
 
-In one process, for each device in turn: the workload (bench_models.py) on the device, compiled
-(or eager, --mode eager) and warmed up; then --calls calls timed by the wall clock (one
-synchronize at the end) and as many again under cProfile. On a host-bound call, what one device
+In one process: the workload (bench_models.py) on each device, compiled (or eager, --mode
+eager) and warmed up; then --calls calls per device timed by the wall clock and as many again
+under cProfile, the devices taking turns in --rounds chunks (a synchronize after each), so that
+a host whose speed drifts during the run slows both alike (run 38 on an H100 put whichever
+device went second 30 % slower in every entry when each device ran all its calls at once). On a host-bound call, what one device
 does and the other does not shows as Python entries of its own or as more self time in the same
 entries (a builtin such as ``torch.mm`` holds the time of the C++ below it).
 
@@ -20,6 +22,7 @@ import argparse
 import copy
 import cProfile
 import pstats
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -62,24 +65,39 @@ def call_of(workload, device, dtype, mode):
     return lambda: fn(x)
 
 
-def profile_device(call, device, calls, warmup):
-    """(wall seconds per call, per-call profile rows, Python function calls per call)."""
-    for _ in range(warmup):
-        call()
-    synchronize(device)
-    start = time.perf_counter()
-    for _ in range(calls):
-        call()
-    synchronize(device)
-    wall = (time.perf_counter() - start) / calls
-    profiler = cProfile.Profile()
-    profiler.enable()
-    for _ in range(calls):
-        call()
-    profiler.disable()
-    synchronize(device)
-    stats = pstats.Stats(profiler)
-    return wall, per_call(stats, calls), stats.total_calls / calls
+def profile_interleaved(calls_by_device, calls, warmup, rounds):
+    """{device: (median wall seconds per call, per-call profile rows, Python function calls per call)}.
+
+    The devices take turns, a chunk of calls each, both for the timing and under the profiler
+    (one profiler per device, enabled for its own chunks): a host that slows down or speeds up
+    during the run then slows both devices alike."""
+    chunk = max(1, calls // rounds)
+    for device, call in calls_by_device.items():
+        for _ in range(warmup):
+            call()
+        synchronize(device)
+    walls = {device: [] for device in calls_by_device}
+    for _ in range(rounds):
+        for device, call in calls_by_device.items():
+            start = time.perf_counter()
+            for _ in range(chunk):
+                call()
+            synchronize(device)
+            walls[device].append((time.perf_counter() - start) / chunk)
+    profilers = {device: cProfile.Profile() for device in calls_by_device}
+    for _ in range(rounds):
+        for device, call in calls_by_device.items():
+            profilers[device].enable()
+            for _ in range(chunk):
+                call()
+            profilers[device].disable()
+            synchronize(device)
+    results = {}
+    for device, profiler in profilers.items():
+        stats = pstats.Stats(profiler)
+        profiled = chunk * rounds
+        results[device] = (statistics.median(walls[device]), per_call(stats, profiled), stats.total_calls / profiled)
+    return results
 
 
 def report(results, workload, dtype_name, mode, calls, top=25):
@@ -120,7 +138,8 @@ def main(argv=None):
     parser.add_argument("--mode", default="compiled", choices=("compiled", "eager"))
     parser.add_argument("--small", action="store_true", help="the workload's small size (any machine)")
     parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=10, help="turns each device takes (calls split among them)")
     parser.add_argument("--top", type=int, default=25, help="entries per table")
     parser.add_argument("--out", default="reports/call-profile.md")
     options = parser.parse_args(argv)
@@ -132,11 +151,9 @@ def main(argv=None):
             parser.error(f"--devices: {error}")
     workload = build_workload(options.workload, small=options.small)
     dtype = getattr(torch, options.dtype)
-    results = {}
     with torch.no_grad():
-        for device in devices:
-            call = call_of(workload, device, dtype, options.mode)
-            results[device] = profile_device(call, device, options.calls, options.warmup)
+        calls_by_device = {device: call_of(workload, device, dtype, options.mode) for device in devices}
+        results = profile_interleaved(calls_by_device, options.calls, options.warmup, options.rounds)
     text = report(results, options.workload, options.dtype, options.mode, options.calls, options.top)
     Path(options.out).parent.mkdir(parents=True, exist_ok=True)
     Path(options.out).write_text(text)

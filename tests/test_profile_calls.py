@@ -42,3 +42,15 @@ def test_a_device_string_torch_cannot_parse_stops_before_any_model_is_built(tmp_
     assert stopped.value.code == 2
     assert "nodevice" in capsys.readouterr().err
     assert not (tmp_path / "calls.md").exists()
+
+
+def test_the_devices_take_turns_in_chunks_for_the_timing_and_under_the_profiler():
+    order = []
+    calls_by_device = {device: (lambda d=device: order.append(d)) for device in ("cpu", "flagos")}
+    results = profile_calls.profile_interleaved(calls_by_device, calls=6, warmup=0, rounds=3)
+    assert order == (["cpu"] * 2 + ["flagos"] * 2) * 6  # 3 timed rounds, then 3 profiled ones
+    for device in ("cpu", "flagos"):
+        wall, rows, _ = results[device]
+        assert wall > 0
+        recorder = next(name for name in rows if name.startswith("tests/test_profile_calls.py"))
+        assert rows[recorder][0] == 1  # one call of the device's function per profiled call
