@@ -137,6 +137,21 @@ PyObject* empty_strided(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
   END_HANDLE_TH_ERRORS
 }
 
+// What compiled code passes to every kernel launch: the current flagos
+// stream's handle, read at each launch (imported by the wrapper as
+// get_raw_stream). A plain CPython function for the same reason.
+PyObject* current_raw_stream(PyObject* /*module*/, PyObject* index) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(THPUtils_checkLong(index), "flagos: _current_raw_stream expects a device index, got ",
+              Py_TYPE(index)->tp_name);
+  flagos_stream stream = flagos::current_native_stream(static_cast<c10::DeviceIndex>(THPUtils_unpackLong(index)));
+  return PyLong_FromUnsignedLongLong(reinterpret_cast<uintptr_t>(stream));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef current_raw_stream_def = {"_current_raw_stream", current_raw_stream, METH_O,
+                                      "The current flagos stream's handle on a device, for compiled code."};
+
 PyMethodDef empty_strided_def = {"_empty_strided",
                                  reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_strided)),
                                  METH_FASTCALL, "A flagos tensor of (size, stride, dtype), for compiled code."};
@@ -225,10 +240,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_allocate_from_compute_device", &flagos::set_allocate_from_compute_device,
         "Route this thread's flagos allocations to the compute device's allocator; returns the previous setting.");
 
-  // What compiled code passes to kernel launches: the current stream's handle.
-  m.def("_current_raw_stream", [](int i) {
-    return reinterpret_cast<uintptr_t>(flagos::current_native_stream(static_cast<c10::DeviceIndex>(i)));
-  });
+  m.add_object("_current_raw_stream",
+               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&current_raw_stream_def, nullptr, nullptr)));
 
   // What compiled code allocates its buffers with (torch_fl/compile: inductor's
   // generic empty_strided costs Python argument parsing and a dispatch per

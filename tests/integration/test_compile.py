@@ -113,7 +113,7 @@ def test_compiled_code_reads_the_current_stream(compiled_on_workers, flagos_devi
     x = torch.randn(64, device=flagos_device)
     torch.compile(f)(x)
     wrapper = next(src for src in kernel_sources() if CALL.search(src))
-    assert "from torch_fl.compile.device_interface import get_raw_stream" in wrapper
+    assert "from torch_fl._C import _current_raw_stream as get_raw_stream" in wrapper
     assert "get_raw_stream(0)" in CALL.split(wrapper)[-1], "the stream must be read at each call"
     from torch_fl.compile.device_interface import get_raw_stream
 

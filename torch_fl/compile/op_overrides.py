@@ -8,8 +8,9 @@ DeviceOpOverrides = device_op_overrides_base()
 
 class FlagosDeviceOpOverrides(DeviceOpOverrides):  # type: ignore[misc, valid-type]  # a base known at run time
     def import_get_raw_stream_as(self, name: str) -> str:
-        # The current flagos stream, read at every call: never a cached constant.
-        return f"from torch_fl.compile.device_interface import get_raw_stream as {name}"
+        # The current flagos stream, read at every launch: never a cached constant. The C function
+        # itself, as cuda's wrapper imports torch._C._cuda_getCurrentRawStream (no Python frame).
+        return f"from torch_fl._C import _current_raw_stream as {name}"
 
     def set_device(self, device_idx: int) -> str:
         return f"torch.flagos.set_device({device_idx})"
