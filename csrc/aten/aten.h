@@ -33,6 +33,14 @@ namespace flagos {
 int64_t route_to_compute_kernels();
 // The ops that route_to_compute_kernels gave unboxed kernels (aten/direct_kernels.cpp).
 std::vector<std::string> direct_kernel_names();
+// Compiled code's extern matmuls on flagos (extern_kernels.mm/addmm/bmm with
+// out=, which torch_fl/compile's wrapper imports from torch_fl._C): the op's
+// unboxed flagos kernel called directly where the dispatcher's layers above
+// it would only pass the call down, else the full dispatch (aten/direct_kernels.cpp).
+void compiled_mm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);
+void compiled_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                    const c10::Scalar& alpha, at::Tensor& out);
+void compiled_bmm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);
 // Kernels for the fused RNN cells where the compute device has none (aten/rnn.cpp);
 // once per process, at import. Returns how many ops were registered.
 int64_t register_rnn_cells();

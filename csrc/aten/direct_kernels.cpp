@@ -34,7 +34,11 @@
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/where_ops.h>
+#include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include <optional>
@@ -181,14 +185,24 @@ struct Direct<Op, Ret(Args...)> {
   static c10::OperatorName operator_name() { return c10::OperatorName(Op::name, Op::overload_name); }
 };
 
+// Whether Direct<Op> is the op's flagos kernel in this process (see
+// register_direct_kernels).
+template <class Op>
+bool& registered() {
+  static bool is_registered = false;
+  return is_registered;
+}
+
 struct DirectKernel {
   c10::OperatorName name;  // aten::add.Tensor
   torch::CppFunction (*make)();
+  bool* registered;
 };
 
 template <class Op>
 DirectKernel direct() {
-  return {Direct<Op>::operator_name(), [] { return torch::CppFunction(TORCH_FN(Direct<Op>::call)); }};
+  return {Direct<Op>::operator_name(), [] { return torch::CppFunction(TORCH_FN(Direct<Op>::call)); },
+          &registered<Op>()};
 }
 
 // Functional, in-place and out= forms: which of them reach the fallback
@@ -216,7 +230,68 @@ std::vector<DirectKernel> direct_kernels() {
   // clang-format on
 }
 
+// ---- compiled code's extern matmuls
+
+// A flagos tensor whose own dispatch keys are flagos's plain ones (no
+// Python subclass, no conjugate or negative bit, no functorch wrapper), and
+// that autograd need not see.
+bool plain_flagos_tensor(const at::Tensor& t, bool grad_mode) {
+  static const c10::DispatchKeySet plain({c10::DispatchKey::PrivateUse1, c10::DispatchKey::AutogradPrivateUse1,
+                                          c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::AutocastPrivateUse1});
+  return t.defined() && (t.key_set() | plain) == plain && !(grad_mode && t.requires_grad());
+}
+
+// Whether the dispatcher's layers above flagos's kernel would only pass an
+// out= call down: no RecordFunction callbacks (the profiler's op events, an
+// observer), no mode or transform (Python, functorch: keys included by the
+// thread), plain flagos tensors that need no autograd, and an `out` whose
+// version ADInplaceOrView may bump (the full dispatch raises the error for
+// an inference tensor outside inference mode).
+template <class... Inputs>
+bool dispatch_passes_through(const at::Tensor& out, const Inputs&... inputs) {
+  if (at::hasCallbacks() || !c10::impl::tls_local_dispatch_key_set().included_.empty()) return false;
+  const bool grad_mode = c10::GradMode::is_enabled();
+  if (!(plain_flagos_tensor(inputs, grad_mode) && ...) || !plain_flagos_tensor(out, grad_mode)) return false;
+  return c10::InferenceMode::is_enabled() || !out.is_inference();
+}
+
+// What ADInplaceOrView does to an out= argument outside inference mode.
+void bump_version(at::Tensor& out) {
+  if (!c10::InferenceMode::is_enabled()) out.unsafeGetTensorImpl()->bump_version();
+}
+
 }  // namespace
+
+void compiled_mm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  namespace ops = at::_ops;
+  if (!registered<ops::mm_out>() || !dispatch_passes_through(out, self, mat2)) {
+    ops::mm_out::call(self, mat2, out);
+    return;
+  }
+  Direct<ops::mm_out>::call(self, mat2, out);
+  bump_version(out);
+}
+
+void compiled_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
+                    const c10::Scalar& alpha, at::Tensor& out) {
+  namespace ops = at::_ops;
+  if (!registered<ops::addmm_out>() || !dispatch_passes_through(out, self, mat1, mat2)) {
+    ops::addmm_out::call(self, mat1, mat2, beta, alpha, out);
+    return;
+  }
+  Direct<ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
+  bump_version(out);
+}
+
+void compiled_bmm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  namespace ops = at::_ops;
+  if (!registered<ops::bmm_out>() || !dispatch_passes_through(out, self, mat2)) {
+    ops::bmm_out::call(self, mat2, out);
+    return;
+  }
+  Direct<ops::bmm_out>::call(self, mat2, out);
+  bump_version(out);
+}
 
 std::set<std::string> register_direct_kernels(torch::Library& lib,
                                               const std::function<bool(const c10::OperatorHandle&)>& reaches_fallback) {
@@ -226,6 +301,7 @@ std::set<std::string> register_direct_kernels(torch::Library& lib,
     if (!op || !reaches_fallback(*op)) continue;
     std::string name = c10::toString(kernel.name);  // "aten::add.Tensor"
     lib.impl(name.c_str(), kernel.make());
+    *kernel.registered = true;
     registered.insert(name);
   }
   return registered;

@@ -2,6 +2,7 @@
 // csrc/runtime; the torch.flagos API is built on these in torch_fl/.
 #include <ATen/EmptyTensor.h>
 #include <c10/core/DeviceGuard.h>
+#include <cstring>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
@@ -137,20 +138,149 @@ PyObject* empty_strided(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
   END_HANDLE_TH_ERRORS
 }
 
+// A device index argument of the CPython functions below, checked against
+// the machine's devices (an int beyond c10::DeviceIndex's range included).
+c10::DeviceIndex device_index_arg(PyObject* obj, const char* function) {
+  TORCH_CHECK_TYPE(THPUtils_checkLong(obj), "flagos: ", function, " expects a device index (an int), got ",
+                   Py_TYPE(obj)->tp_name);
+  const int64_t index = THPUtils_unpackLong(obj);
+  flagos::check_index(index);
+  return static_cast<c10::DeviceIndex>(index);
+}
+
 // What compiled code passes to every kernel launch: the current flagos
 // stream's handle, read at each launch (imported by the wrapper as
 // get_raw_stream). A plain CPython function for the same reason.
 PyObject* current_raw_stream(PyObject* /*module*/, PyObject* index) {
   HANDLE_TH_ERRORS
-  TORCH_CHECK(THPUtils_checkLong(index), "flagos: _current_raw_stream expects a device index, got ",
-              Py_TYPE(index)->tp_name);
-  flagos_stream stream = flagos::current_native_stream(static_cast<c10::DeviceIndex>(THPUtils_unpackLong(index)));
+  flagos_stream stream = flagos::current_native_stream(device_index_arg(index, "_current_raw_stream"));
   return PyLong_FromUnsignedLongLong(reinterpret_cast<uintptr_t>(stream));
   END_HANDLE_TH_ERRORS
 }
 
+// What compiled code's device guard calls on entry and exit
+// (torch.flagos._DeviceGuard), and set_device once per call: plain CPython
+// functions too. _exchange_device returns the previous device, as
+// torch._C._cuda_exchangeDevice does for CUDA; a negative index changes nothing.
+PyObject* set_device(PyObject* /*module*/, PyObject* index) {
+  HANDLE_TH_ERRORS
+  flagos::set_device(device_index_arg(index, "_set_device"));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* exchange_device(PyObject* /*module*/, PyObject* index) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(THPUtils_checkLong(index), "flagos: _exchange_device expects a device index (an int), got ",
+                   Py_TYPE(index)->tp_name);
+  if (THPUtils_unpackLong(index) < 0) return PyLong_FromLong(-1);
+  const c10::DeviceIndex wanted = device_index_arg(index, "_exchange_device");
+  const c10::DeviceIndex previous = flagos::current_device();
+  if (wanted != previous) flagos::set_device(wanted);
+  return PyLong_FromLong(previous);
+  END_HANDLE_TH_ERRORS
+}
+
+// Compiled code's extern matmuls on flagos: `mm(a, b, out=buf)`,
+// `addmm(bias, a, b, beta=1, alpha=1, out=buf)`, `bmm(a, b, out=buf)`, as
+// inductor's wrapper writes them for extern_kernels.mm/addmm/bmm. Plain
+// CPython functions, one per op: the argument parsing of torch.mm and its
+// kind is a good part of a small matmul's host cost.
+at::Tensor tensor_arg(PyObject* obj, const char* function, const char* name) {
+  TORCH_CHECK_TYPE(THPVariable_Check(obj), "flagos: ", function, " expects a tensor for ", name, ", got ",
+                   Py_TYPE(obj)->tp_name);
+  return THPVariable_Unpack(obj);
+}
+
+c10::Scalar scalar_arg(PyObject* obj, const char* function, const char* name) {
+  if (PyBool_Check(obj)) return c10::Scalar(obj == Py_True);
+  if (THPUtils_checkLong(obj)) return c10::Scalar(static_cast<int64_t>(THPUtils_unpackLong(obj)));
+  TORCH_CHECK_TYPE(PyFloat_Check(obj), "flagos: ", function, " expects a number for ", name, ", got ",
+                   Py_TYPE(obj)->tp_name);
+  return c10::Scalar(PyFloat_AS_DOUBLE(obj));
+}
+
+// The call's arguments: `positional` tensors, then keywords (out= required;
+// beta=, alpha= where the op has them).
+struct MatmulCall {
+  c10::SmallVector<at::Tensor, 3> tensors;
+  at::Tensor out;
+  c10::Scalar beta = 1, alpha = 1;
+};
+
+MatmulCall parse_matmul(const char* function, Py_ssize_t positional, bool scaled, PyObject* const* args,
+                        Py_ssize_t nargs, PyObject* kwnames) {
+  static const char* const names[] = {"self", "mat1", "mat2"};
+  TORCH_CHECK_TYPE(nargs == positional, "flagos: ", function, " takes ", positional,
+                   " positional tensors and out=, got ", nargs, " positional arguments");
+  MatmulCall call;
+  for (Py_ssize_t i = 0; i < nargs; ++i)
+    call.tensors.push_back(tensor_arg(args[i], function, positional == 3 ? names[i] : names[i * 2]));
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < nkw; ++k) {
+    const char* key = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+    if (key == nullptr) throw python_error();
+    PyObject* value = args[nargs + k];
+    if (std::strcmp(key, "out") == 0) call.out = tensor_arg(value, function, "out");
+    else if (scaled && std::strcmp(key, "beta") == 0) call.beta = scalar_arg(value, function, "beta");
+    else if (scaled && std::strcmp(key, "alpha") == 0) call.alpha = scalar_arg(value, function, "alpha");
+    else TORCH_CHECK_TYPE(false, "flagos: ", function, " got an unexpected keyword argument '", key, "'");
+  }
+  TORCH_CHECK_TYPE(call.out.defined(), "flagos: ", function, " needs out= (compiled code's output buffer)");
+  return call;
+}
+
+PyObject* compiled_mm(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  MatmulCall call = parse_matmul("_compiled_mm", 2, false, args, nargs, kwnames);
+  {
+    py::gil_scoped_release no_gil;  // as torch.mm's binding
+    flagos::compiled_mm(call.tensors[0], call.tensors[1], call.out);
+  }
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* compiled_addmm(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  MatmulCall call = parse_matmul("_compiled_addmm", 3, true, args, nargs, kwnames);
+  {
+    py::gil_scoped_release no_gil;
+    flagos::compiled_addmm(call.tensors[0], call.tensors[1], call.tensors[2], call.beta, call.alpha, call.out);
+  }
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* compiled_bmm(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  HANDLE_TH_ERRORS
+  MatmulCall call = parse_matmul("_compiled_bmm", 2, false, args, nargs, kwnames);
+  {
+    py::gil_scoped_release no_gil;
+    flagos::compiled_bmm(call.tensors[0], call.tensors[1], call.out);
+  }
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+template <auto function>
+PyCFunction fastcall_keywords() {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(function));
+}
+
+PyMethodDef compiled_mm_def = {"_compiled_mm", fastcall_keywords<compiled_mm>(), METH_FASTCALL | METH_KEYWORDS,
+                               "extern_kernels.mm(a, b, out=buf) of compiled code on flagos."};
+PyMethodDef compiled_addmm_def = {
+    "_compiled_addmm", fastcall_keywords<compiled_addmm>(), METH_FASTCALL | METH_KEYWORDS,
+    "extern_kernels.addmm(bias, a, b, beta=, alpha=, out=buf) of compiled code on flagos."};
+PyMethodDef compiled_bmm_def = {"_compiled_bmm", fastcall_keywords<compiled_bmm>(), METH_FASTCALL | METH_KEYWORDS,
+                                "extern_kernels.bmm(a, b, out=buf) of compiled code on flagos."};
+
 PyMethodDef current_raw_stream_def = {"_current_raw_stream", current_raw_stream, METH_O,
                                       "The current flagos stream's handle on a device, for compiled code."};
+PyMethodDef set_device_def = {"_set_device", set_device, METH_O, "Makes a flagos device current."};
+PyMethodDef exchange_device_def = {"_exchange_device", exchange_device, METH_O,
+                                   "Makes a flagos device current; returns the previous one (-1: no change)."};
 
 PyMethodDef empty_strided_def = {"_empty_strided",
                                  reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_strided)),
@@ -176,17 +306,7 @@ PYBIND11_MODULE(_C, m) {
   // initialised there.
   m.def("_lazy_init", [] { at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1); });
   m.def("_current_device", [] { return static_cast<int>(flagos::current_device()); });
-  m.def("_set_device", [](int i) { flagos::set_device(static_cast<c10::DeviceIndex>(i)); });
-  // What compiled code's device guard calls on entry and exit
-  // (torch.flagos._DeviceGuard): the previous device back from one call, as
-  // torch._C._cuda_exchangeDevice does for CUDA. A negative index changes nothing.
-  m.def("_exchange_device", [](int i) {
-    if (i < 0) return -1;
-    const int previous = flagos::current_device();
-    if (i != previous) flagos::set_device(static_cast<c10::DeviceIndex>(i));
-    return previous;
-  });
-  m.def("_check_index", [](int i) { flagos::check_index(static_cast<c10::DeviceIndex>(i)); });
+  m.def("_check_index", [](int64_t i) { flagos::check_index(i); });
   m.def("_synchronize", [](int i) {
     flagos::check_index(static_cast<c10::DeviceIndex>(i));
     py::gil_scoped_release no_gil;
@@ -240,8 +360,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_allocate_from_compute_device", &flagos::set_allocate_from_compute_device,
         "Route this thread's flagos allocations to the compute device's allocator; returns the previous setting.");
 
-  m.add_object("_current_raw_stream",
-               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&current_raw_stream_def, nullptr, nullptr)));
+  for (PyMethodDef* def : {&current_raw_stream_def, &set_device_def, &exchange_device_def, &compiled_mm_def,
+                           &compiled_addmm_def, &compiled_bmm_def})
+    m.add_object(def->ml_name, py::reinterpret_steal<py::object>(PyCFunction_NewEx(def, nullptr, nullptr)));
 
   // What compiled code allocates its buffers with (torch_fl/compile: inductor's
   // generic empty_strided costs Python argument parsing and a dispatch per

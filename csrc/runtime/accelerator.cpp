@@ -119,15 +119,14 @@ std::atomic<IndexErrorRaiser> index_error_raiser{nullptr};
 
 void set_index_error_raiser(IndexErrorRaiser raiser) { index_error_raiser.store(raiser); }
 
-void check_index(c10::DeviceIndex index) {
+void check_index(int64_t index) {
   if (index >= 0 && index < device_count()) return;
   std::string message =
       device_count() > 0
-          ? c10::str("flagos:", static_cast<int>(index), " is out of range: this machine has ",
-                     static_cast<int>(device_count()), " flagos device(s) on the '", accelerator().name,
+          ? c10::str("flagos:", index, " is out of range: this machine has ", static_cast<int>(device_count()),
+                     " flagos device(s) on the '", accelerator().name,
                      "' accelerator (valid: flagos:0..flagos:", static_cast<int>(device_count()) - 1, ").")
-          : c10::str("flagos:", static_cast<int>(index), " does not exist: there are no flagos devices (",
-                     no_devices_reason(), ").");
+          : c10::str("flagos:", index, " does not exist: there are no flagos devices (", no_devices_reason(), ").");
   if (IndexErrorRaiser raise = index_error_raiser.load()) raise(message);
   TORCH_CHECK_INDEX(false, message);
 }

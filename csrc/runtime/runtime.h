@@ -34,8 +34,9 @@ void check(flagos_status status, const char* what);
 c10::DeviceIndex device_count();
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
-// Throws "flagos:N is out of range" with the device count.
-void check_index(c10::DeviceIndex index);
+// Throws "flagos:N is out of range" with the device count. An int64_t, so that
+// an index from Python beyond c10::DeviceIndex's range is reported as given.
+void check_index(int64_t index);
 // How check_index reports an index out of range. The Python module installs
 // one that raises torch_fl's DeviceIndexError (an IndexError that is also the
 // RuntimeError cuda code catches); without one: c10::IndexError. It must throw.

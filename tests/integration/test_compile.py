@@ -141,6 +141,31 @@ def test_compiled_code_allocates_without_generic_empty_strided(compiled_on_worke
     assert "empty_strided(" not in body
 
 
+def test_compiled_matmuls_call_flagos_directly_and_show_in_the_profiler(
+    compiled_on_workers, flagos_device, kernel_sources
+):
+    # inductor writes extern_kernels.mm/addmm/bmm(..., out=buf): torch.mm's argument parsing and
+    # the dispatcher's layers above the device's kernel. On flagos the wrapper calls torch_fl's
+    # entry points, which still take the full dispatch when a profiler is on.
+    def f(bias, x, w, q, k):
+        return torch.addmm(bias, x, w), torch.relu(x @ w), torch.bmm(q, k)
+
+    args = [torch.randn(64), torch.randn(8, 32), torch.randn(32, 64), torch.randn(2, 8, 16), torch.randn(2, 16, 4)]
+    compiled = torch.compile(f)
+    got = compiled(*[a.to(flagos_device) for a in args])
+    for g, expected in zip(got, f(*args), strict=True):
+        torch.testing.assert_close(g.cpu(), expected)
+    wrapper = next(src for src in kernel_sources() if CALL.search(src))
+    body = CALL.split(wrapper)[-1].split("def get_args")[0]
+    assert "extern_kernels." not in body
+    for op in ("addmm", "mm", "bmm"):
+        assert f"from torch_fl._C import _compiled_{op} as {op}_flagos" in wrapper
+        assert re.search(rf"\b{op}_flagos\(", body), op
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        compiled(*[a.to(flagos_device) for a in args])
+    assert {"aten::addmm", "aten::mm", "aten::bmm"} <= {event.name for event in profile.events()}
+
+
 def _launchers_of_loaded_kernels():
     from torch._inductor.codecache import PyCodeCache
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner

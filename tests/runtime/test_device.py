@@ -103,6 +103,27 @@ def test_device_index_out_of_range_is_a_clear_error():
         torch.flagos.get_device_properties(3)
 
 
+def test_an_index_beyond_the_device_index_type_is_refused_as_given():
+    # c10::DeviceIndex is 8 bits: 256 must not wrap around to flagos:0, nor 300 to 44
+    calls = {
+        "set_device": torch.flagos.set_device,
+        "compiled code's guard": lambda index: torch.flagos._DeviceGuard(index).__enter__(),
+        "_current_raw_stream": torch_fl._C._current_raw_stream,
+        "_check_index": torch_fl._C._check_index,
+    }
+    for index in (256, 300):
+        for call in calls.values():
+            with pytest.raises(IndexError, match=f"flagos:{index} (is out of range|does not exist)"):
+                call(index)
+    assert torch.flagos.current_device() == 0
+
+
+def test_device_functions_of_compiled_code_reject_what_is_not_an_index():
+    for function in (torch_fl._C._set_device, torch_fl._C._exchange_device, torch_fl._C._current_raw_stream):
+        with pytest.raises(TypeError, match="expects a device index"):
+            function("flagos:0")
+
+
 @two_devices
 def test_synchronize():
     torch.flagos.synchronize()

@@ -304,3 +304,70 @@ def test_an_op_on_another_device_runs_there_and_leaves_the_current_device_as_it_
     assert torch.flagos.current_device() == 0
     assert torch.equal(y.cpu(), torch.relu(torch.mm(_randn(4, 3), _randn(4, 3).t())))
     assert torch.flagos.memory_allocated(1) >= y.untyped_storage().nbytes(), "its memory counts on flagos:1"
+
+
+# Compiled code's extern matmuls on flagos call these instead of torch.mm(..., out=buf) and its kind:
+# name -> (entry point, torch's function, arguments on the CPU, keywords)
+COMPILED_MATMULS = {
+    "mm": (torch_fl._C._compiled_mm, torch.mm, lambda: (_randn(4, 3), _randn(3, 5)), {}),
+    "addmm": (
+        torch_fl._C._compiled_addmm,
+        torch.addmm,
+        lambda: (_randn(5), _randn(4, 3), _randn(3, 5)),
+        {"beta": 0.5, "alpha": 2},
+    ),
+    "bmm": (torch_fl._C._compiled_bmm, torch.bmm, lambda: (_randn(2, 4, 3), _randn(2, 3, 5)), {}),
+}
+
+
+@pytest.mark.parametrize("name", COMPILED_MATMULS)
+def test_compiled_codes_matmul_entry_does_what_the_out_form_does(name):
+    entry, function, make, keywords = COMPILED_MATMULS[name]
+    args = [t.to("flagos") for t in make()]
+    out, expected = _empty().to("flagos"), _empty().to("flagos")
+    assert entry(*args, **keywords, out=out) is None
+    function(*args, **keywords, out=expected)
+    assert torch.equal(out.cpu(), expected.cpu()) and out.shape == expected.shape
+    assert out._version == expected._version, "out's version moves as with the out= form (autograd checks it)"
+    torch.testing.assert_close(out.cpu(), function(*make(), **keywords))
+
+
+def test_compiled_codes_matmul_entry_shows_in_the_profiler_and_in_dispatch_modes():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    a, b = _randn(4, 3).to("flagos"), _randn(3, 5).to("flagos")
+    out = torch.empty(4, 5, device="flagos")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        torch_fl._C._compiled_mm(a, b, out=out)
+    assert "aten::mm" in {event.name for event in profile.events()}
+    with FlopCounterMode(display=False) as flops:
+        torch_fl._C._compiled_mm(a, b, out=out)
+    assert flops.get_total_flops() == 2 * 4 * 3 * 5
+
+
+def test_compiled_codes_matmul_entry_refuses_what_the_out_form_refuses():
+    a, b = _randn(4, 3).to("flagos").requires_grad_(), _randn(3, 5).to("flagos")
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        torch_fl._C._compiled_mm(a, b, out=torch.empty(4, 5, device="flagos"))
+    with torch.inference_mode():
+        out = torch.empty(4, 5, device="flagos")
+        torch_fl._C._compiled_mm(a, b, out=out)  # in inference mode, as the out= form
+    torch.testing.assert_close(out.cpu(), _randn(4, 3) @ _randn(3, 5))
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        torch_fl._C._compiled_mm(a.detach(), b, out=out)
+    with pytest.raises(RuntimeError, match="cpu"):
+        torch_fl._C._compiled_mm(a.detach().cpu(), b, out=torch.empty(4, 5, device="flagos"))
+
+
+def test_compiled_codes_matmul_entry_says_what_is_wrong_with_its_arguments():
+    a, b, out = torch.ones(4, 3, device="flagos"), torch.ones(3, 5, device="flagos"), torch.empty(4, 5, device="flagos")
+    with pytest.raises(TypeError, match="_compiled_mm needs out="):
+        torch_fl._C._compiled_mm(a, b)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'alpha'"):
+        torch_fl._C._compiled_mm(a, b, out=out, alpha=2)
+    with pytest.raises(TypeError, match="expects a tensor for mat2, got int"):
+        torch_fl._C._compiled_mm(a, 3, out=out)
+    with pytest.raises(TypeError, match="takes 3 positional tensors and out=, got 2"):
+        torch_fl._C._compiled_addmm(a, b, out=out)
+    with pytest.raises(TypeError, match="expects a number for beta, got str"):
+        torch_fl._C._compiled_addmm(out, a, b, beta="1", out=out)

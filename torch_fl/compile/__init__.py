@@ -45,9 +45,12 @@ def register() -> None:
         adapter.register_device_interface(f"{DEVICE_TYPE}:{index}", FlagosInterface)
     adapter.initialize_builtin_device_op_overrides()
     adapter.register_device_op_overrides(DEVICE_TYPE, FlagosDeviceOpOverrides())
-    wrapper = adapter.wrapper_with_fast_allocation(
-        DEVICE_TYPE, f"from torch_fl._C import _empty_strided as empty_strided_{DEVICE_TYPE}"
-    )
+    # Compiled code's buffers and extern matmuls call torch_fl._C directly (see the adapter).
+    matmuls = ("mm", "addmm", "bmm")
+    header = [f"from torch_fl._C import _empty_strided as empty_strided_{DEVICE_TYPE}"]
+    header += [f"from torch_fl._C import _compiled_{op} as {op}_{DEVICE_TYPE}" for op in matmuls]
+    extern_kernels = {f"extern_kernels.{op}": f"{op}_{DEVICE_TYPE}" for op in matmuls}
+    wrapper = adapter.wrapper_with_direct_calls(DEVICE_TYPE, header, extern_kernels)
     adapter.register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper, compile_identity())
     adapter.add_gpu_type(DEVICE_TYPE)
     adapter.make_has_triton_see_device(device_has_triton)

@@ -172,8 +172,8 @@ def initialize_builtin_device_op_overrides() -> None:
     get_device_op_overrides("cpu")
 
 
-def wrapper_with_fast_allocation(device_type: str, allocate_import: str):
-    """PythonWrapperCodegen whose buffers of ``device_type`` come from a direct allocation call.
+def wrapper_with_direct_calls(device_type: str, header: list[str], extern_kernels: dict[str, str]):
+    """PythonWrapperCodegen whose ``device_type`` buffers and extern matmuls take direct calls.
 
     torch/_inductor/codegen/wrapper.py: ``make_allocation`` emits a C fast path
     (``empty_strided_cuda`` and the like, from ``torch._C._dynamo.guards``)
@@ -182,8 +182,16 @@ def wrapper_with_fast_allocation(device_type: str, allocate_import: str):
     a full dispatch for every buffer of every call, about 2 us each, which
     host-bound compiled graphs (hundreds of buffers) pay per call. The
     generic line is rewritten to ``empty_strided_<device>(size, stride,
-    dtype)``, imported into the wrapper's header by ``allocate_import``. A
-    line of another shape (another torch) is left as it is. ``create`` is a
+    dtype)``. A line of another shape (another torch) is left as it is.
+
+    ``_generate_extern_kernel_out_helper`` writes ``extern_kernels.mm(a, b,
+    out=buf)`` and the like (``torch.mm`` and its kind: Python argument
+    parsing, then the autograd and ADInplaceOrView kernels before the
+    device's); a kernel named in ``extern_kernels`` is written under its new
+    name instead, for the buffer's device only. Where the method is missing
+    (another torch), the calls stay as they are.
+
+    ``header`` lines import the new names into the wrapper. ``create`` is a
     staticmethod that names the base class, so it is overridden too;
     subgraphs keep inductor's own class.
     """
@@ -192,16 +200,17 @@ def wrapper_with_fast_allocation(device_type: str, allocate_import: str):
     generic = f", device='{device_type}', dtype="
     fast = f"= empty_strided_{device_type}("
 
-    class FastAllocationWrapperCodegen(PythonWrapperCodegen):
+    class DirectCallWrapperCodegen(PythonWrapperCodegen):
         @staticmethod
         def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
             if is_subgraph:
                 return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures)
-            return FastAllocationWrapperCodegen()
+            return DirectCallWrapperCodegen()
 
         def write_header(self) -> None:
             super().write_header()
-            self.header.writeline(allocate_import)
+            for line in header:
+                self.header.writeline(line)
 
         def make_allocation(self, *args, **kwargs) -> str:
             line = super().make_allocation(*args, **kwargs)
@@ -209,7 +218,14 @@ def wrapper_with_fast_allocation(device_type: str, allocate_import: str):
                 return line.replace("= empty_strided(", fast, 1).replace(generic, ", ", 1)
             return line
 
-    return FastAllocationWrapperCodegen
+        if hasattr(PythonWrapperCodegen, "_generate_extern_kernel_out_helper"):
+
+            def _generate_extern_kernel_out_helper(self, kernel, out, out_view, args, device, *rest, **kwargs):
+                if str(device).split(":")[0] == device_type:  # a device type, or a torch.device
+                    kernel = extern_kernels.get(kernel, kernel)
+                return super()._generate_extern_kernel_out_helper(kernel, out, out_view, args, device, *rest, **kwargs)
+
+    return DirectCallWrapperCodegen
 
 
 def launch_statically_as(device_type: str, native_type: str) -> None:
