@@ -9,7 +9,7 @@ ops measure the host cost of dispatch (what a host-bound model like eager Qwen3
 at 1 x 512 tokens pays per op) and large ones the kernel. Targets: large tensors
 within 1.05x (zero-copy: no extra pass over memory), small tensors within 2x.
 Also the allocator's alloc/free round trip, what compiled code's wrapper calls
-on every call besides its kernels (a buffer's allocation, the device guard),
+on every call besides its kernels (a buffer's allocation, an extern matmul, the device guard),
 and a small MLP's call, eager and compiled (no autograd): the host cost of a
 host-bound model call. Then
 the ops a transformer's forward calls most, on an op's output (what a model's
@@ -62,6 +62,15 @@ def inductor_alloc(device):
     if fast is not None:
         return lambda: fast((64, 64), (64, 1), torch.float32)
     return lambda: torch.empty_strided((64, 64), (64, 1), device=device, dtype=torch.float32)
+
+
+def wrapper_mm(device):
+    """The extern matmul inductor's wrapper calls for the device (extern_kernels.mm(a, b, out=buf) is
+    torch.mm; torch_fl/compile writes flagos's as torch_fl._C._compiled_mm), 32 x 32 into a buffer."""
+    a, b = torch.randn(32, 32, device=device), torch.randn(32, 32, device=device)
+    out = torch.empty(32, 32, device=device)
+    mm = torch_fl._C._compiled_mm if device == "flagos" else torch.mm
+    return lambda: mm(a, b, out=out)
 
 
 def wrapper_guard(device):
@@ -144,6 +153,9 @@ def main():
     t_ref = median_time(inductor_alloc(ref), ref, args.repeat, 2000)
     t_fl = median_time(inductor_alloc("flagos"), "flagos", args.repeat, 2000)
     print_row("inductor alloc", "16 KiB", t_ref, t_fl)
+    t_ref = median_time(wrapper_mm(ref), ref, args.repeat, 2000)
+    t_fl = median_time(wrapper_mm("flagos"), "flagos", args.repeat, 2000)
+    print_row("wrapper mm", "32x32", t_ref, t_fl)
     t_ref = median_time(wrapper_guard(ref), ref, args.repeat, 2000)
     t_fl = median_time(wrapper_guard("flagos"), "flagos", args.repeat, 2000)
     print_row("wrapper guard", "per call", t_ref, t_fl)
