@@ -332,6 +332,16 @@ def test_compiled_codes_matmul_entry_does_what_the_out_form_does(name):
     torch.testing.assert_close(out.cpu(), function(*make(), **keywords))
 
 
+def test_compiled_codes_matmul_entry_writes_into_a_view_of_a_buffer():
+    # How compiled code writes a matmul into part of a larger buffer (out=reinterpret_tensor(...))
+    a, b = _randn(4, 3).to("flagos"), _randn(3, 5).to("flagos")
+    buffer = torch.full((4, 8), 7.0, device="flagos")
+    torch_fl._C._compiled_mm(a, b, out=buffer[:, 2:7])
+    expected = torch.full((4, 8), 7.0)
+    torch.mm(_randn(4, 3), _randn(3, 5), out=expected[:, 2:7])
+    torch.testing.assert_close(buffer.cpu(), expected)
+
+
 def test_compiled_codes_matmul_entry_shows_in_the_profiler_and_in_dispatch_modes():
     from torch.utils.flop_counter import FlopCounterMode
 
