@@ -1,7 +1,12 @@
 """benchmarks/profile_calls.py: warm calls under cProfile per device, and the report's tables."""
 
-import pytest
+import cProfile
+import pstats
 
+import pytest
+import torch
+
+import torch_fl
 from benchmarks import profile_calls
 
 
@@ -54,3 +59,15 @@ def test_the_devices_take_turns_in_chunks_for_the_timing_and_under_the_profiler(
         assert wall > 0
         recorder = next(name for name in rows if name.startswith("tests/test_profile_calls.py"))
         assert rows[recorder][0] == 1  # one call of the device's function per profiled call
+
+
+def test_flagos_entry_points_of_compiled_code_are_compared_with_the_torch_functions_they_stand_for():
+    profiler = cProfile.Profile()
+    a, out = torch.ones(2, 2, device="flagos"), torch.empty(2, 2, device="flagos")
+    profiler.enable()
+    torch_fl._C._compiled_mm(a, a, out=out)
+    torch.mm(a, a, out=out)
+    profiler.disable()
+    rows = profile_calls.per_call(pstats.Stats(profiler), 1)
+    assert rows["<built-in method torch.mm>"][0] == 2, "both calls are one entry"
+    assert not [name for name in rows if "_compiled_mm" in name]

@@ -360,15 +360,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_allocate_from_compute_device", &flagos::set_allocate_from_compute_device,
         "Route this thread's flagos allocations to the compute device's allocator; returns the previous setting.");
 
+  // The plain CPython functions of compiled code's hot path (above). _empty_strided
+  // is what compiled code allocates its buffers with (torch_fl/compile: inductor's
+  // generic empty_strided costs Python argument parsing and a dispatch per buffer);
+  // on the current device, as the generated code runs under its guard. Their
+  // module is named, so that profiles show them as torch_fl._C's.
+  py::str module_name("torch_fl._C");
   for (PyMethodDef* def : {&current_raw_stream_def, &set_device_def, &exchange_device_def, &compiled_mm_def,
-                           &compiled_addmm_def, &compiled_bmm_def})
-    m.add_object(def->ml_name, py::reinterpret_steal<py::object>(PyCFunction_NewEx(def, nullptr, nullptr)));
-
-  // What compiled code allocates its buffers with (torch_fl/compile: inductor's
-  // generic empty_strided costs Python argument parsing and a dispatch per
-  // buffer); on the current device, as the generated code runs under its guard.
-  m.add_object("_empty_strided",
-               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&empty_strided_def, nullptr, nullptr)));
+                           &compiled_addmm_def, &compiled_bmm_def, &empty_strided_def})
+    m.add_object(def->ml_name, py::reinterpret_steal<py::object>(PyCFunction_NewEx(def, nullptr, module_name.ptr())));
 
 #ifdef FLAGOS_WITH_DISTRIBUTED
   // torch_fl.distributed's c10d backend over existing engines (ProcessGroupGloo, ProcessGroupNCCL).
