@@ -37,7 +37,6 @@
 #include <ATen/record_function.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
-#include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
@@ -241,23 +240,29 @@ bool plain_flagos_tensor(const at::Tensor& t, bool grad_mode) {
   return t.defined() && (t.key_set() | plain) == plain && !(grad_mode && t.requires_grad());
 }
 
+// Whether ADInplaceOrView's kernel runs in this thread: not in inference mode,
+// nor below it (AutoDispatchBelowADInplaceOrView), which exclude its key.
+bool in_place_or_view_runs() {
+  return !c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::ADInplaceOrView);
+}
+
 // Whether the dispatcher's layers above flagos's kernel would only pass an
 // out= call down: no RecordFunction callbacks (the profiler's op events, an
 // observer), no mode or transform (Python, functorch: keys included by the
 // thread), plain flagos tensors that need no autograd, and an `out` whose
-// version ADInplaceOrView may bump (the full dispatch raises the error for
-// an inference tensor outside inference mode).
+// version ADInplaceOrView may bump where it runs (the full dispatch raises
+// the error for an inference tensor).
 template <class... Inputs>
 bool dispatch_passes_through(const at::Tensor& out, const Inputs&... inputs) {
   if (at::hasCallbacks() || !c10::impl::tls_local_dispatch_key_set().included_.empty()) return false;
   const bool grad_mode = c10::GradMode::is_enabled();
   if (!(plain_flagos_tensor(inputs, grad_mode) && ...) || !plain_flagos_tensor(out, grad_mode)) return false;
-  return c10::InferenceMode::is_enabled() || !out.is_inference();
+  return !in_place_or_view_runs() || !out.is_inference();
 }
 
-// What ADInplaceOrView does to an out= argument outside inference mode.
+// What ADInplaceOrView does to an out= argument where it runs.
 void bump_version(at::Tensor& out) {
-  if (!c10::InferenceMode::is_enabled()) out.unsafeGetTensorImpl()->bump_version();
+  if (in_place_or_view_runs()) out.unsafeGetTensorImpl()->bump_version();
 }
 
 }  // namespace

@@ -332,6 +332,22 @@ def test_compiled_codes_matmul_entry_does_what_the_out_form_does(name):
     torch.testing.assert_close(out.cpu(), function(*make(), **keywords))
 
 
+def test_compiled_codes_matmul_entry_moves_versions_only_where_the_out_form_does():
+    # Below ADInplaceOrView (as inside some kernels) the out= form leaves the version alone; in
+    # inference mode it still bumps a normal tensor's.
+    a, b = _randn(4, 3).to("flagos"), _randn(3, 5).to("flagos")
+    out, expected = torch.empty(4, 5, device="flagos"), torch.empty(4, 5, device="flagos")
+    with torch._C._AutoDispatchBelowADInplaceOrView():
+        torch_fl._C._compiled_mm(a, b, out=out)
+        torch.mm(a, b, out=expected)
+    assert out._version == expected._version == 0
+    with torch.inference_mode():
+        torch_fl._C._compiled_mm(a, b, out=out)
+        torch.mm(a, b, out=expected)
+    assert out._version == expected._version == 1
+    torch.testing.assert_close(out.cpu(), expected.cpu(), rtol=0, atol=0)
+
+
 def test_compiled_codes_matmul_entry_writes_into_a_view_of_a_buffer():
     # How compiled code writes a matmul into part of a larger buffer (out=reinterpret_tensor(...))
     a, b = _randn(4, 3).to("flagos"), _randn(3, 5).to("flagos")
