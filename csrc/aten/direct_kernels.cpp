@@ -240,6 +240,9 @@ bool plain_flagos_tensor(const at::Tensor& t, bool grad_mode) {
   return t.defined() && (t.key_set() | plain) == plain && !(grad_mode && t.requires_grad());
 }
 
+// A scalar argument (addmm's beta, alpha) asks nothing of those layers.
+bool plain_flagos_tensor(const c10::Scalar&, bool) { return true; }
+
 // Whether ADInplaceOrView's kernel runs in this thread: not in inference mode,
 // nor below it (AutoDispatchBelowADInplaceOrView), which exclude its key.
 bool in_place_or_view_runs() {
@@ -260,42 +263,33 @@ bool dispatch_passes_through(const at::Tensor& out, const Inputs&... inputs) {
   return !in_place_or_view_runs() || !out.is_inference();
 }
 
-// What ADInplaceOrView does to an out= argument where it runs.
-void bump_version(at::Tensor& out) {
+// An out= op called as compiled code calls it: Direct<Op> itself where the
+// dispatcher would only pass the call down, then what ADInplaceOrView does
+// to `out` where it runs; otherwise the full dispatch. `args` are the op's
+// arguments before out=.
+template <class Op, class... Args>
+void call_out(at::Tensor& out, const Args&... args) {
+  if (!registered<Op>() || !dispatch_passes_through(out, args...)) {
+    Op::call(args..., out);
+    return;
+  }
+  Direct<Op>::call(args..., out);
   if (in_place_or_view_runs()) out.unsafeGetTensorImpl()->bump_version();
 }
 
 }  // namespace
 
 void compiled_mm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  namespace ops = at::_ops;
-  if (!registered<ops::mm_out>() || !dispatch_passes_through(out, self, mat2)) {
-    ops::mm_out::call(self, mat2, out);
-    return;
-  }
-  Direct<ops::mm_out>::call(self, mat2, out);
-  bump_version(out);
+  call_out<at::_ops::mm_out>(out, self, mat2);
 }
 
 void compiled_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                     const c10::Scalar& alpha, at::Tensor& out) {
-  namespace ops = at::_ops;
-  if (!registered<ops::addmm_out>() || !dispatch_passes_through(out, self, mat1, mat2)) {
-    ops::addmm_out::call(self, mat1, mat2, beta, alpha, out);
-    return;
-  }
-  Direct<ops::addmm_out>::call(self, mat1, mat2, beta, alpha, out);
-  bump_version(out);
+  call_out<at::_ops::addmm_out>(out, self, mat1, mat2, beta, alpha);
 }
 
 void compiled_bmm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
-  namespace ops = at::_ops;
-  if (!registered<ops::bmm_out>() || !dispatch_passes_through(out, self, mat2)) {
-    ops::bmm_out::call(self, mat2, out);
-    return;
-  }
-  Direct<ops::bmm_out>::call(self, mat2, out);
-  bump_version(out);
+  call_out<at::_ops::bmm_out>(out, self, mat2);
 }
 
 std::set<std::string> register_direct_kernels(torch::Library& lib,

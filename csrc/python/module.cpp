@@ -138,12 +138,17 @@ PyObject* empty_strided(PyObject* /*module*/, PyObject* const* args, Py_ssize_t 
   END_HANDLE_TH_ERRORS
 }
 
-// A device index argument of the CPython functions below, checked against
-// the machine's devices (an int beyond c10::DeviceIndex's range included).
-c10::DeviceIndex device_index_arg(PyObject* obj, const char* function) {
+// A device index argument of the CPython functions below, as given.
+int64_t index_value(PyObject* obj, const char* function) {
   TORCH_CHECK_TYPE(THPUtils_checkLong(obj), "flagos: ", function, " expects a device index (an int), got ",
                    Py_TYPE(obj)->tp_name);
-  const int64_t index = THPUtils_unpackLong(obj);
+  return THPUtils_unpackLong(obj);
+}
+
+// The same, checked against the machine's devices (an int beyond
+// c10::DeviceIndex's range included).
+c10::DeviceIndex device_index_arg(PyObject* obj, const char* function) {
+  const int64_t index = index_value(obj, function);
   flagos::check_index(index);
   return static_cast<c10::DeviceIndex>(index);
 }
@@ -171,13 +176,10 @@ PyObject* set_device(PyObject* /*module*/, PyObject* index) {
 
 PyObject* exchange_device(PyObject* /*module*/, PyObject* index) {
   HANDLE_TH_ERRORS
-  TORCH_CHECK_TYPE(THPUtils_checkLong(index), "flagos: _exchange_device expects a device index (an int), got ",
-                   Py_TYPE(index)->tp_name);
-  if (THPUtils_unpackLong(index) < 0) return PyLong_FromLong(-1);
-  const c10::DeviceIndex wanted = device_index_arg(index, "_exchange_device");
-  const c10::DeviceIndex previous = flagos::current_device();
-  if (wanted != previous) flagos::set_device(wanted);
-  return PyLong_FromLong(previous);
+  const int64_t wanted = index_value(index, "_exchange_device");
+  if (wanted < 0) return PyLong_FromLong(-1);
+  flagos::check_index(wanted);
+  return PyLong_FromLong(flagos::exchange_device(static_cast<c10::DeviceIndex>(wanted)));
   END_HANDLE_TH_ERRORS
 }
 
@@ -230,50 +232,48 @@ MatmulCall parse_matmul(const char* function, Py_ssize_t positional, bool scaled
   return call;
 }
 
-PyObject* compiled_mm(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// One call of an entry point: its arguments parsed, then `run` without the
+// GIL, as torch.mm's binding runs the op.
+PyObject* run_matmul(const char* function, Py_ssize_t positional, bool scaled, PyObject* const* args, Py_ssize_t nargs,
+                     PyObject* kwnames, void (*run)(MatmulCall&)) {
   HANDLE_TH_ERRORS
-  MatmulCall call = parse_matmul("_compiled_mm", 2, false, args, nargs, kwnames);
+  MatmulCall call = parse_matmul(function, positional, scaled, args, nargs, kwnames);
   {
-    py::gil_scoped_release no_gil;  // as torch.mm's binding
-    flagos::compiled_mm(call.tensors[0], call.tensors[1], call.out);
+    py::gil_scoped_release no_gil;
+    run(call);
   }
   Py_RETURN_NONE;
   END_HANDLE_TH_ERRORS
+}
+
+PyObject* compiled_mm(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return run_matmul("_compiled_mm", 2, false, args, nargs, kwnames,
+                    [](MatmulCall& c) { flagos::compiled_mm(c.tensors[0], c.tensors[1], c.out); });
 }
 
 PyObject* compiled_addmm(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  HANDLE_TH_ERRORS
-  MatmulCall call = parse_matmul("_compiled_addmm", 3, true, args, nargs, kwnames);
-  {
-    py::gil_scoped_release no_gil;
-    flagos::compiled_addmm(call.tensors[0], call.tensors[1], call.tensors[2], call.beta, call.alpha, call.out);
-  }
-  Py_RETURN_NONE;
-  END_HANDLE_TH_ERRORS
+  return run_matmul("_compiled_addmm", 3, true, args, nargs, kwnames, [](MatmulCall& c) {
+    flagos::compiled_addmm(c.tensors[0], c.tensors[1], c.tensors[2], c.beta, c.alpha, c.out);
+  });
 }
 
 PyObject* compiled_bmm(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  HANDLE_TH_ERRORS
-  MatmulCall call = parse_matmul("_compiled_bmm", 2, false, args, nargs, kwnames);
-  {
-    py::gil_scoped_release no_gil;
-    flagos::compiled_bmm(call.tensors[0], call.tensors[1], call.out);
-  }
-  Py_RETURN_NONE;
-  END_HANDLE_TH_ERRORS
+  return run_matmul("_compiled_bmm", 2, false, args, nargs, kwnames,
+                    [](MatmulCall& c) { flagos::compiled_bmm(c.tensors[0], c.tensors[1], c.out); });
 }
 
+// A METH_FASTCALL function as the PyCFunction a PyMethodDef holds.
 template <auto function>
-PyCFunction fastcall_keywords() {
+PyCFunction as_pycfunction() {
   return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(function));
 }
 
-PyMethodDef compiled_mm_def = {"_compiled_mm", fastcall_keywords<compiled_mm>(), METH_FASTCALL | METH_KEYWORDS,
+PyMethodDef compiled_mm_def = {"_compiled_mm", as_pycfunction<compiled_mm>(), METH_FASTCALL | METH_KEYWORDS,
                                "extern_kernels.mm(a, b, out=buf) of compiled code on flagos."};
 PyMethodDef compiled_addmm_def = {
-    "_compiled_addmm", fastcall_keywords<compiled_addmm>(), METH_FASTCALL | METH_KEYWORDS,
+    "_compiled_addmm", as_pycfunction<compiled_addmm>(), METH_FASTCALL | METH_KEYWORDS,
     "extern_kernels.addmm(bias, a, b, beta=, alpha=, out=buf) of compiled code on flagos."};
-PyMethodDef compiled_bmm_def = {"_compiled_bmm", fastcall_keywords<compiled_bmm>(), METH_FASTCALL | METH_KEYWORDS,
+PyMethodDef compiled_bmm_def = {"_compiled_bmm", as_pycfunction<compiled_bmm>(), METH_FASTCALL | METH_KEYWORDS,
                                 "extern_kernels.bmm(a, b, out=buf) of compiled code on flagos."};
 
 PyMethodDef current_raw_stream_def = {"_current_raw_stream", current_raw_stream, METH_O,
@@ -282,9 +282,8 @@ PyMethodDef set_device_def = {"_set_device", set_device, METH_O, "Makes a flagos
 PyMethodDef exchange_device_def = {"_exchange_device", exchange_device, METH_O,
                                    "Makes a flagos device current; returns the previous one (-1: no change)."};
 
-PyMethodDef empty_strided_def = {"_empty_strided",
-                                 reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(empty_strided)),
-                                 METH_FASTCALL, "A flagos tensor of (size, stride, dtype), for compiled code."};
+PyMethodDef empty_strided_def = {"_empty_strided", as_pycfunction<empty_strided>(), METH_FASTCALL,
+                                 "A flagos tensor of (size, stride, dtype), for compiled code."};
 
 }  // namespace
 

@@ -142,6 +142,12 @@ void set_device(c10::DeviceIndex index) {
   check(accelerator().set_device(index), "set_device");
 }
 
+c10::DeviceIndex exchange_device(c10::DeviceIndex index) {
+  const c10::DeviceIndex previous = current_device();
+  if (index != previous) set_device(index);
+  return previous;
+}
+
 flagos_device_properties device_properties(c10::DeviceIndex index) {
   check_index(index);
   flagos_device_properties props{};

@@ -83,11 +83,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex deviceCount() const override { return device_count(); }
   void setCurrentDevice(c10::DeviceIndex index) const override { set_device(index); }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
-  c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override {
-    c10::DeviceIndex old = current_device();
-    if (index != old) set_device(index);
-    return old;
-  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex index) const override { return exchange_device(index); }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex index) const override { return exchangeDevice(index); }
 
   const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override { return default_generator(index); }

@@ -34,6 +34,8 @@ void check(flagos_status status, const char* what);
 c10::DeviceIndex device_count();
 c10::DeviceIndex current_device();
 void set_device(c10::DeviceIndex index);
+// Makes `index` current (only if it is not already); returns the previous current device.
+c10::DeviceIndex exchange_device(c10::DeviceIndex index);
 // Throws "flagos:N is out of range" with the device count. An int64_t, so that
 // an index from Python beyond c10::DeviceIndex's range is reported as given.
 void check_index(int64_t index);
