@@ -137,6 +137,9 @@ def main():
     unknown = set(args.modes.split(",")) - set(MODES)
     if unknown:
         parser.error(f"--modes: unknown {', '.join(sorted(unknown))}; choose from {', '.join(MODES)}")
+    if any(device.startswith("flagos") for device in args.devices.split(",")):
+        # Before torch.device("flagos") can parse: torch's entry point only arms flagos by default.
+        import torch_fl  # noqa: F401
     args.out.parent.mkdir(parents=True, exist_ok=True)
     text, rows = "", {}
     for name in args.workloads.split(","):
