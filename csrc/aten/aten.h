@@ -41,6 +41,13 @@ void compiled_mm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out
 void compiled_addmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const c10::Scalar& beta,
                     const c10::Scalar& alpha, at::Tensor& out);
 void compiled_bmm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out);
+// Whether the dispatcher still holds, at flagos's keys, the kernels it held for
+// those three ops when flagos registered its own; the entry points take the
+// full dispatch (any kernel registered since) while not. Compiled code's
+// wrapper asks when it is generated.
+bool compiled_matmul_kernels_unchanged();
+// How many calls of the three entry points took the full dispatch (tests).
+int64_t compiled_matmul_full_dispatches();
 // Kernels for the fused RNN cells where the compute device has none (aten/rnn.cpp);
 // once per process, at import. Returns how many ops were registered.
 int64_t register_rnn_cells();

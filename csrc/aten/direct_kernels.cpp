@@ -40,7 +40,9 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -192,16 +194,39 @@ bool& registered() {
   return is_registered;
 }
 
+// The kernels the dispatcher holds for an op at flagos's keys, as a text
+// (dumpComputedTable's lines for those keys): what compiled code's entry
+// points compare against the registration-time text to notice a kernel
+// registered over flagos's (torch.library.impl on PrivateUse1, say).
+std::string flagos_entries(const c10::OperatorName& name) {
+  std::optional<c10::OperatorHandle> op = c10::Dispatcher::singleton().findOp(name);
+  if (!op) return {};
+  std::istringstream table(op->dumpComputedTable());
+  std::string line, entries;
+  while (std::getline(table, line)) {
+    for (const char* key : {"PrivateUse1:", "AutogradPrivateUse1:", "ADInplaceOrView:", "AutocastPrivateUse1:"})
+      if (line.rfind(key, 0) == 0) entries += line + "\n";
+  }
+  return entries;
+}
+
+template <class Op>
+std::string& entries_at_registration() {
+  static std::string entries;
+  return entries;
+}
+
 struct DirectKernel {
   c10::OperatorName name;  // aten::add.Tensor
   torch::CppFunction (*make)();
   bool* registered;
+  std::string* entries;  // flagos_entries after registration
 };
 
 template <class Op>
 DirectKernel direct() {
-  return {Direct<Op>::operator_name(), [] { return torch::CppFunction(TORCH_FN(Direct<Op>::call)); },
-          &registered<Op>()};
+  return {Direct<Op>::operator_name(), [] { return torch::CppFunction(TORCH_FN(Direct<Op>::call)); }, &registered<Op>(),
+          &entries_at_registration<Op>()};
 }
 
 // Functional, in-place and out= forms: which of them reach the fallback
@@ -257,7 +282,10 @@ bool in_place_or_view_runs() {
 // the error for an inference tensor).
 template <class... Inputs>
 bool dispatch_passes_through(const at::Tensor& out, const Inputs&... inputs) {
-  if (at::hasCallbacks() || !c10::impl::tls_local_dispatch_key_set().included_.empty()) return false;
+  // included_ holds the keys every thread includes (BackendSelect,
+  // ADInplaceOrView) besides those a mode or transform adds.
+  if (at::hasCallbacks() || !(c10::impl::tls_local_dispatch_key_set().included_ - c10::default_included_set).empty())
+    return false;
   const bool grad_mode = c10::GradMode::is_enabled();
   if (!(plain_flagos_tensor(inputs, grad_mode) && ...) || !plain_flagos_tensor(out, grad_mode)) return false;
   return !in_place_or_view_runs() || !out.is_inference();
@@ -267,9 +295,17 @@ bool dispatch_passes_through(const at::Tensor& out, const Inputs&... inputs) {
 // dispatcher would only pass the call down, then what ADInplaceOrView does
 // to `out` where it runs; otherwise the full dispatch. `args` are the op's
 // arguments before out=.
+// Whether flagos's kernels of the compiled matmuls are still the dispatcher's
+// (compiled_matmul_kernels_unchanged), and how many calls took the full
+// dispatch.
+std::atomic<bool> matmul_kernels_unchanged{true};
+std::atomic<int64_t> full_dispatches{0};
+
 template <class Op, class... Args>
 void call_out(at::Tensor& out, const Args&... args) {
-  if (!registered<Op>() || !dispatch_passes_through(out, args...)) {
+  if (!registered<Op>() || !matmul_kernels_unchanged.load(std::memory_order_relaxed) ||
+      !dispatch_passes_through(out, args...)) {
+    full_dispatches.fetch_add(1, std::memory_order_relaxed);
     Op::call(args..., out);
     return;
   }
@@ -292,6 +328,21 @@ void compiled_bmm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& ou
   call_out<at::_ops::bmm_out>(out, self, mat2);
 }
 
+template <class Op>
+bool unchanged_since_registration() {
+  return !registered<Op>() || flagos_entries(Direct<Op>::operator_name()) == entries_at_registration<Op>();
+}
+
+bool compiled_matmul_kernels_unchanged() {
+  namespace ops = at::_ops;
+  bool unchanged = unchanged_since_registration<ops::mm_out>() && unchanged_since_registration<ops::addmm_out>() &&
+                   unchanged_since_registration<ops::bmm_out>();
+  matmul_kernels_unchanged.store(unchanged, std::memory_order_relaxed);
+  return unchanged;
+}
+
+int64_t compiled_matmul_full_dispatches() { return full_dispatches.load(std::memory_order_relaxed); }
+
 std::set<std::string> register_direct_kernels(torch::Library& lib,
                                               const std::function<bool(const c10::OperatorHandle&)>& reaches_fallback) {
   std::set<std::string> registered;
@@ -301,6 +352,7 @@ std::set<std::string> register_direct_kernels(torch::Library& lib,
     std::string name = c10::toString(kernel.name);  // "aten::add.Tensor"
     lib.impl(name.c_str(), kernel.make());
     *kernel.registered = true;
+    *kernel.entries = flagos_entries(kernel.name);
     registered.insert(name);
   }
   return registered;

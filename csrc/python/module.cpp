@@ -297,6 +297,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_available_accelerators", &flagos::available_accelerators);
   m.def("_route_to_compute_kernels", &flagos::route_to_compute_kernels);
   m.def("_direct_kernels", &flagos::direct_kernel_names);
+  m.def("_compiled_matmul_kernels_unchanged", &flagos::compiled_matmul_kernels_unchanged);
+  m.def("_compiled_matmul_full_dispatches", &flagos::compiled_matmul_full_dispatches);
   m.def("_register_rnn_cells", &flagos::register_rnn_cells);
   m.def("_compute_device", [] { return std::string(flagos::accelerator().compute_device); });
   m.def("_device_count", [] { return static_cast<int>(flagos::device_count()); });

@@ -155,7 +155,8 @@ def test_compiled_matmuls_call_flagos_directly_and_show_in_the_profiler(
     got = compiled(*[a.to(flagos_device) for a in args])
     for g, expected in zip(got, f(*args), strict=True):
         torch.testing.assert_close(g.cpu(), expected)
-    wrapper = next(src for src in kernel_sources() if CALL.search(src))
+    # f's wrapper (the only one with a bmm: a first compile of the worker pool's proof may be here too)
+    wrapper = next(src for src in kernel_sources() if CALL.search(src) and "bmm" in src)
     body = CALL.split(wrapper)[-1].split("def get_args")[0]
     assert "extern_kernels." not in body
     for op in ("addmm", "mm", "bmm"):
@@ -164,6 +165,32 @@ def test_compiled_matmuls_call_flagos_directly_and_show_in_the_profiler(
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
         compiled(*[a.to(flagos_device) for a in args])
     assert {"aten::addmm", "aten::mm", "aten::bmm"} <= {event.name for event in profile.events()}
+
+
+def test_compiled_code_runs_a_kernel_registered_over_flagos_matmul(fresh_inductor_cache, flagos_device, kernel_sources):
+    # compiled code calls flagos's matmul kernel directly only while it is the dispatcher's; a
+    # wrapper generated (or taken from the cache) after another kernel was registered calls torch.mm.
+    import warnings
+
+    def f(x, w):
+        return torch.relu(x @ w)
+
+    x, w = torch.randn(8, 32, device=flagos_device), torch.randn(32, 64, device=flagos_device)
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns that the kernel overrides flagos's
+            library.impl("mm.out", lambda self, mat2, out: out.fill_(7.0), "PrivateUse1")
+        torch._dynamo.reset()
+        assert torch.equal(torch.compile(f)(x, w).cpu(), torch.full((8, 64), 7.0))
+    finally:
+        library._destroy()
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f)(x, w).cpu(), f(x.cpu(), w.cpu()))
+    bodies = [CALL.split(src)[-1].split("def get_args")[0] for src in kernel_sources() if CALL.search(src)]
+    through_torch = [body for body in bodies if "extern_kernels.mm(" in body]
+    direct = [body for body in bodies if re.search(r"\bmm_flagos\(", body)]
+    assert len(through_torch) == len(direct) == 1, "one wrapper of each kind"
 
 
 def _launchers_of_loaded_kernels():

@@ -383,6 +383,56 @@ def test_compiled_codes_matmul_entry_shows_in_the_profiler_and_in_dispatch_modes
     assert flops.get_total_flops() == 2 * 4 * 3 * 5
 
 
+def _full_dispatches_during(call) -> int:
+    before = torch_fl._C._compiled_matmul_full_dispatches()
+    call()
+    return torch_fl._C._compiled_matmul_full_dispatches() - before
+
+
+def test_compiled_codes_matmul_entry_skips_the_dispatcher_only_where_it_would_pass_the_call_down():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    a, b = _randn(4, 3).to("flagos"), _randn(3, 5).to("flagos")
+    out = torch.empty(4, 5, device="flagos")
+
+    def mm():
+        torch_fl._C._compiled_mm(a, b, out=out)
+
+    assert _full_dispatches_during(mm) == 0, "a plain call runs flagos's kernel itself"
+    with torch.no_grad():
+        assert _full_dispatches_during(mm) == 0
+    with torch.inference_mode():
+        assert _full_dispatches_during(mm) == 0
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert _full_dispatches_during(mm) == 1, "the profiler's callbacks see the call"
+    with FlopCounterMode(display=False):
+        assert _full_dispatches_during(mm) == 1, "a dispatch mode sees the call"
+    a.requires_grad_()
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        _full_dispatches_during(mm)  # autograd's kernel refuses it
+
+
+def test_a_kernel_registered_over_flagos_matmul_runs_in_compiled_codes_entry():
+    import warnings
+
+    a, b = _randn(4, 3).to("flagos"), _randn(3, 5).to("flagos")
+    out = torch.empty(4, 5, device="flagos")
+    assert torch_fl._C._compiled_matmul_kernels_unchanged()
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns that the kernel overrides flagos's
+            library.impl("mm.out", lambda self, mat2, out: out.fill_(7.0), "PrivateUse1")
+        assert not torch_fl._C._compiled_matmul_kernels_unchanged(), "the dispatcher holds another kernel"
+        torch_fl._C._compiled_mm(a, b, out=out)
+        assert torch.equal(out.cpu(), torch.full((4, 5), 7.0))
+    finally:
+        library._destroy()
+    assert torch_fl._C._compiled_matmul_kernels_unchanged(), "flagos's kernel is the dispatcher's again"
+    torch_fl._C._compiled_mm(a, b, out=out)
+    assert torch.equal(out.cpu(), _on_compute_device(torch.mm, _randn(4, 3), _randn(3, 5)))
+
+
 def test_compiled_codes_matmul_entry_refuses_what_the_out_form_refuses():
     a, b = _randn(4, 3).to("flagos").requires_grad_(), _randn(3, 5).to("flagos")
     with pytest.raises(RuntimeError, match="don't support automatic differentiation"):

@@ -34,6 +34,7 @@ def register() -> None:
     if _registered:
         return
     _registered = True
+    from .. import _C
     from . import _inductor_adapter as adapter
     from .cache_identity import compile_identity
     from .device_interface import FlagosInterface
@@ -50,8 +51,10 @@ def register() -> None:
     header = [f"from torch_fl._C import _empty_strided as empty_strided_{DEVICE_TYPE}"]
     header += [f"from torch_fl._C import _compiled_{op} as {op}_{DEVICE_TYPE}" for op in matmuls]
     extern_kernels = {f"extern_kernels.{op}": f"{op}_{DEVICE_TYPE}" for op in matmuls}
-    wrapper = adapter.wrapper_with_direct_calls(DEVICE_TYPE, header, extern_kernels)
-    adapter.register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper, compile_identity())
+    # Not where a kernel was registered over flagos's for one of them since: that one must run.
+    allowed = _C._compiled_matmul_kernels_unchanged
+    wrapper = adapter.wrapper_with_direct_calls(DEVICE_TYPE, header, extern_kernels, allowed)
+    adapter.register_backend_for_device(DEVICE_TYPE, FlagosScheduling, wrapper, compile_identity)
     adapter.add_gpu_type(DEVICE_TYPE)
     adapter.make_has_triton_see_device(device_has_triton)
     adapter.time_benchmarks_with_device_events(DEVICE_TYPE)

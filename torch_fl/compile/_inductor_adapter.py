@@ -17,6 +17,7 @@ worker pool, ``torch._C`` bindings) were checked against the installed torch
 
 import threading
 import types
+from collections.abc import Callable
 
 import torch
 
@@ -172,7 +173,9 @@ def initialize_builtin_device_op_overrides() -> None:
     get_device_op_overrides("cpu")
 
 
-def wrapper_with_direct_calls(device_type: str, header: list[str], extern_kernels: dict[str, str]):
+def wrapper_with_direct_calls(
+    device_type: str, header: list[str], extern_kernels: dict[str, str], extern_kernels_allowed: Callable[[], bool]
+):
     """PythonWrapperCodegen whose ``device_type`` buffers and extern matmuls take direct calls.
 
     torch/_inductor/codegen/wrapper.py: ``make_allocation`` emits a C fast path
@@ -188,8 +191,9 @@ def wrapper_with_direct_calls(device_type: str, header: list[str], extern_kernel
     out=buf)`` and the like (``torch.mm`` and its kind: Python argument
     parsing, then the autograd and ADInplaceOrView kernels before the
     device's); a kernel named in ``extern_kernels`` is written under its new
-    name instead, for the buffer's device only. Where the method is missing
-    (another torch), the calls stay as they are.
+    name instead, for the buffer's device only, in a wrapper generated while
+    ``extern_kernels_allowed()`` holds (asked once per wrapper). Where the
+    method is missing (another torch), the calls stay as they are.
 
     ``header`` lines import the new names into the wrapper. ``create`` is a
     staticmethod that names the base class, so it is overridden too;
@@ -221,8 +225,10 @@ def wrapper_with_direct_calls(device_type: str, header: list[str], extern_kernel
         if hasattr(PythonWrapperCodegen, "_generate_extern_kernel_out_helper"):
 
             def _generate_extern_kernel_out_helper(self, kernel, out, out_view, args, device, *rest, **kwargs):
+                if not hasattr(self, "_direct_extern_kernels"):
+                    self._direct_extern_kernels = extern_kernels if extern_kernels_allowed() else {}
                 if str(device).split(":")[0] == device_type:  # a device type, or a torch.device
-                    kernel = extern_kernels.get(kernel, kernel)
+                    kernel = self._direct_extern_kernels.get(kernel, kernel)
                 return super()._generate_extern_kernel_out_helper(kernel, out, out_view, args, device, *rest, **kwargs)
 
     return DirectCallWrapperCodegen
@@ -409,13 +415,15 @@ def register_device_op_overrides(device_type: str, overrides) -> None:
     register(device_type, overrides)
 
 
-def register_backend_for_device(device_type: str, scheduling, wrapper, cache_identity: str | None = None) -> None:
+def register_backend_for_device(
+    device_type: str, scheduling, wrapper, cache_identity: Callable[[], str] | None = None
+) -> None:
     """torch/_inductor/codegen/common.py ``register_backend_for_device``: the kernel scheduling
     and wrapper codegen classes inductor uses for a device type, and its ``device_custom_pass``,
     a graph pass run on the device's graphs whose ``uuid()`` goes into every FX graph cache key
     (codecache.py ``FxGraphHashDetails.custom_backend_passes``). Given ``cache_identity``, the
-    pass changes nothing and its uuid is that string: cached graphs compiled under another
-    identity are not reused. Every device's pass is in every key, so cuda graphs cached by a
+    pass changes nothing and its uuid is what that function returns, asked per key: cached graphs
+    compiled under another identity are not reused. Every device's pass is in every key, so cuda graphs cached by a
     process without torch_fl are compiled once more in one with it. Checked on 2.11-2.13."""
     from torch._inductor.codegen.common import register_backend_for_device as register
 
@@ -425,9 +433,9 @@ def register_backend_for_device(device_type: str, scheduling, wrapper, cache_ide
         register(device_type, scheduling, wrapper, device_custom_pass=identity_pass(cache_identity))
 
 
-def identity_pass(identity: str):
+def identity_pass(identity: str | Callable[[], str]):
     """torch/_inductor/custom_graph_pass.py ``CustomGraphModulePass`` that leaves the graph as it
-    is and names ``identity`` as its uuid. Checked on 2.11-2.13."""
+    is and names ``identity`` (or what it returns) as its uuid. Checked on 2.11-2.13."""
     from torch._inductor.custom_graph_pass import CustomGraphModulePass
 
     class CompiledBy(CustomGraphModulePass):
@@ -435,7 +443,7 @@ def identity_pass(identity: str):
             pass  # only its uuid matters
 
         def uuid(self) -> str:
-            return identity
+            return identity() if callable(identity) else identity
 
     return CompiledBy()
 
