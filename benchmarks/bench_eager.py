@@ -13,8 +13,10 @@ on every call besides its kernels (a buffer's allocation, an extern matmul, the 
 and a small MLP's call, eager and compiled (no autograd): the host cost of a
 host-bound model call. Then
 the ops a transformer's forward calls most, on an op's output (what a model's
-activations are), the two devices taking turns sample by sample; and the host
-cost of one Event.record(), what a timing loop adds to each sample it times.
+activations are), the two devices taking turns sample by sample; the small
+convnet's layers the same way (bench_models' "conv" workload, batch 8), to show
+which of them make its eager call slower; and the host cost of one
+Event.record(), what a timing loop adds to each sample it times.
 A benchmark, not a test: nothing here asserts.
 """
 
@@ -96,6 +98,28 @@ FORWARD_OPS = {
     "to bfloat16": lambda a, w: a.to(torch.bfloat16),
     "view+slice": lambda a, w: a.view(-1)[1:],
 }
+
+
+def conv_layers(device: str) -> dict:
+    """The small convnet's layers in eval mode, each called on what the one before returns (batch 8,
+    32x32): the calls of its eager forward, one at a time."""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 16, 3, padding=1).to(device)
+    norm = torch.nn.BatchNorm2d(16).to(device).eval()
+    linear = torch.nn.Linear(16, 10).to(device)
+    with torch.no_grad():
+        x = torch.randn(8, 3, 32, 32).to(device)
+        y = conv(x)
+        z = norm(y)
+        r = torch.relu(z)
+        pooled = torch.nn.functional.adaptive_avg_pool2d(r, 1).flatten(1)
+    return {  # (name, input shape): the call
+        ("conv2d 3->16", "8x3x32x32"): functools.partial(conv, x),
+        ("batch_norm", "8x16x32x32"): functools.partial(norm, y),
+        ("relu", "8x16x32x32"): functools.partial(torch.relu, z),
+        ("avg pool", "8x16x32x32"): functools.partial(torch.nn.functional.adaptive_avg_pool2d, r, 1),
+        ("linear 16->10", "8x16"): functools.partial(linear, pooled),
+    }
 
 
 def median_time(fn, device: str, repeat: int, inner: int) -> float:
@@ -197,6 +221,12 @@ def main():
             fns[device] = functools.partial(op, a, w)
         t = interleaved_medians(fns, args.repeat, 2000)
         print_row(name, "1k", t[ref], t["flagos"])
+    print(f"\nThe small convnet's layers, eval, batch 8, devices taking turns ({args.repeat} samples of 500 calls)")
+    layers = {device: conv_layers(device) for device in (ref, "flagos")}
+    with torch.no_grad():
+        for name, shape in layers[ref]:
+            t = interleaved_medians({device: layers[device][name, shape] for device in layers}, args.repeat, 500)
+            print_row(name, shape, t[ref], t["flagos"])
     print("\nHost cost of one Event.record() (no stream given: the current one)")
     for device in (ref, "flagos"):
         for label, make in timing_event_makers(device):
