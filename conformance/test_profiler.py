@@ -120,3 +120,33 @@ def test_compiled_kernels_appear_in_the_profiler(flagos_device, flagos_capabilit
         problems.append(f"no Triton kernel among the events: {sorted(names)}")
     if problems:
         fail("a compiled function under torch.profiler on the device:\n" + bullet(problems) + "\n" + WHERE)
+
+
+# The aten ops inductor leaves to the device's own kernels for a matmul (extern calls of its wrapper).
+LIBRARY_MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::_addmm_activation")
+
+
+@pytest.mark.requires("inductor")
+def test_compiled_codes_library_calls_appear_in_the_profiler(flagos_device, fresh_inductor_cache):
+    # inductor writes a matmul as a call of the aten op (extern_kernels.mm(..., out=buf)), which
+    # records its op event on the way through the dispatcher. A device whose wrapper calls its own
+    # kernel instead, to save host time, must still take the dispatcher while a profiler listens.
+    def f(x, w):
+        return torch.relu(x @ w)
+
+    compiled = torch.compile(f, backend="inductor")
+    x = torch.randn(64, 128, device=flagos_device)
+    w = torch.randn(128, 96, device=flagos_device)
+    prof, _ = _profiled(lambda: compiled(x, w), lambda: profile(activities=[ProfilerActivity.CPU]))
+    names = {e.name for e in prof.events()}
+    if not names & set(LIBRARY_MATMULS):
+        fail(
+            "a compiled matmul under torch.profiler on the device shows no matmul op event "
+            f"(none of {', '.join(LIBRARY_MATMULS)} among {sorted(names)}): the generated code runs the "
+            "device's matmul past the dispatcher, where RecordFunction records op events, so profiles and "
+            "FLOP counts of compiled models miss their matmuls.\n"
+            "  where to look: the wrapper codegen registered for the device "
+            "(register_backend_for_device) and what it writes for extern_kernels.mm/addmm/bmm; a direct "
+            "call must fall back to the aten op while at::hasCallbacks() (flagos: compiled_mm in "
+            "csrc/aten/direct_kernels.cpp)"
+        )

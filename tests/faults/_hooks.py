@@ -77,6 +77,23 @@ def scheduling(device_type: str) -> type:
     return get_scheduling_for_device(device_type)
 
 
+def register_wrapper_codegen(device_type: str, wrapper_cls: type) -> None:
+    """Replace the device's Python wrapper codegen, keeping its Scheduling, pass and config."""
+    from torch._inductor.codegen import common
+
+    scheduling(device_type)  # the device's backend registered first
+    current = common.device_codegens[device_type]
+    common.register_backend_for_device(
+        device_type,
+        current.scheduling,
+        wrapper_cls,
+        current.cpp_wrapper_codegen,
+        current.fx_wrapper_codegen,
+        common.get_custom_backend_pass_for_device(device_type),
+        common.get_custom_backend_config_for_device(device_type),
+    )
+
+
 def register_scheduling(device_type: str, scheduling_cls: type) -> None:
     """Replace the device's Scheduling, keeping its wrapper codegens, pass and config."""
     from torch._inductor.codegen import common

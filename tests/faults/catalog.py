@@ -91,6 +91,13 @@ FAULTS = (
         r"no 'multi_processor_count'.*L2_cache_size = 0 is not",
     ),
     Fault(
+        "invisible_matmul",
+        "compiled code calls the device's matmul past the dispatcher, unseen by the profiler",
+        "profiler",
+        ("test_profiler.py",),
+        r"compiled matmul under torch.profiler on the device shows no matmul op event",
+    ),
+    Fault(
         "stale_cache",
         "a stale shared TORCHINDUCTOR_CACHE_DIR masks a codegen change (reduction_tail)",
         "autotune",
