@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../runtime/runtime.h"
@@ -48,6 +49,9 @@ void compiled_bmm(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& ou
 bool compiled_matmul_kernels_unchanged();
 // How many calls of the three entry points took the full dispatch (tests).
 int64_t compiled_matmul_full_dispatches();
+// How many arguments of the calling thread took the view kept with an op's
+// output, and this thread's kept view of their address (compute_views.h; tests).
+std::pair<int64_t, int64_t> compute_view_reuses();
 // Kernels for the fused RNN cells where the compute device has none (aten/rnn.cpp);
 // once per process, at import. Returns how many ops were registered.
 int64_t register_rnn_cells();

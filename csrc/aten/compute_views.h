@@ -101,6 +101,20 @@ struct ThreadView {
   c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> view;
 };
 
+// How many arguments of this thread took a kept view instead of a new one:
+// the one kept with an op's output, or this thread's view of the address.
+// Tests read them (torch_fl._C._compute_view_reuses): a reuse that stopped
+// happening costs host time per op and changes no result.
+struct ViewReuses {
+  int64_t kept_with_output = 0;
+  int64_t thread_view = 0;
+};
+
+inline ViewReuses& view_reuses() {
+  thread_local ViewReuses counts;
+  return counts;
+}
+
 inline ska::flat_hash_map<const void*, ThreadView>& thread_views() {
   thread_local ska::flat_hash_map<const void*, ThreadView> views;
   return views;
@@ -261,10 +275,12 @@ inline at::Tensor Aliases::alias(const at::Tensor& t, bool written) {
     view = &storages_.back().second;
   }
   if (kept && stands_for(kept->view, t, *view)) {
+    ++view_reuses().kept_with_output;
     tensors_.emplace_back(at::Tensor(kept->view), t);
     return tensors_.back().first;
   }
   if (read && stands_for(read->view, t, *view)) {
+    ++view_reuses().thread_view;
     tensors_.emplace_back(at::Tensor(read->view), t);
     return tensors_.back().first;
   }

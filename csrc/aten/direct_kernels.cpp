@@ -343,6 +343,10 @@ bool compiled_matmul_kernels_unchanged() {
 
 int64_t compiled_matmul_full_dispatches() { return full_dispatches.load(std::memory_order_relaxed); }
 
+std::pair<int64_t, int64_t> compute_view_reuses() {
+  return {view_reuses().kept_with_output, view_reuses().thread_view};
+}
+
 std::set<std::string> register_direct_kernels(torch::Library& lib,
                                               const std::function<bool(const c10::OperatorHandle&)>& reaches_fallback) {
   std::set<std::string> registered;

@@ -299,6 +299,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_direct_kernels", &flagos::direct_kernel_names);
   m.def("_compiled_matmul_kernels_unchanged", &flagos::compiled_matmul_kernels_unchanged);
   m.def("_compiled_matmul_full_dispatches", &flagos::compiled_matmul_full_dispatches);
+  m.def("_compute_view_reuses", &flagos::compute_view_reuses);
   m.def("_register_rnn_cells", &flagos::register_rnn_cells);
   m.def("_compute_device", [] { return std::string(flagos::accelerator().compute_device); });
   m.def("_device_count", [] { return static_cast<int>(flagos::device_count()); });

@@ -217,6 +217,21 @@ def test_an_out_argument_resized_over_read_memory_moves_it_as_on_the_compute_dev
     assert read.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
 
 
+def test_arguments_read_again_take_the_views_kept_for_their_memory():
+    # What the unboxed kernels save per op: no new compute-device tensor for an argument read again.
+    # A reuse that stopped happening would change no result, only the host time of every op.
+    def reuses_during(call):
+        before = torch_fl._C._compute_view_reuses()
+        call()
+        return tuple(after - b for after, b in zip(torch_fl._C._compute_view_reuses(), before, strict=True))
+
+    output = torch.relu(_randn(8).to("flagos"))  # memory the kernel allocated, its tensor kept with it
+    weight = _randn(8).to("flagos")  # flagos's own memory
+    assert reuses_during(lambda: torch.relu(output)) == (1, 0), "the tensor kept with an op's output"
+    torch.relu(weight)  # the first read makes this thread's view of the address
+    assert reuses_during(lambda: torch.relu(weight)) == (0, 1), "this thread's kept view"
+
+
 def test_a_kept_output_written_in_place_is_read_with_its_new_values():
     r = torch.relu(_randn(5).to("flagos"))
     r.mul_(r)
