@@ -268,10 +268,11 @@ bool plain_flagos_tensor(const at::Tensor& t, bool grad_mode) {
 // A scalar argument (addmm's beta, alpha) asks nothing of those layers.
 bool plain_flagos_tensor(const c10::Scalar&, bool) { return true; }
 
-// Whether ADInplaceOrView's kernel runs in this thread: not in inference mode,
-// nor below it (AutoDispatchBelowADInplaceOrView), which exclude its key.
-bool in_place_or_view_runs() {
-  return !c10::impl::tls_local_dispatch_key_set().excluded_.has(c10::DispatchKey::ADInplaceOrView);
+// Whether ADInplaceOrView's kernel runs in a thread with these keys: not in
+// inference mode, nor below it (AutoDispatchBelowADInplaceOrView), which
+// exclude its key.
+bool in_place_or_view_runs(const c10::impl::LocalDispatchKeySet& tls) {
+  return !tls.excluded_.has(c10::DispatchKey::ADInplaceOrView);
 }
 
 // Whether the dispatcher's layers above flagos's kernel would only pass an
@@ -281,36 +282,37 @@ bool in_place_or_view_runs() {
 // version ADInplaceOrView may bump where it runs (the full dispatch raises
 // the error for an inference tensor).
 template <class... Inputs>
-bool dispatch_passes_through(const at::Tensor& out, const Inputs&... inputs) {
+bool dispatch_passes_through(const c10::impl::LocalDispatchKeySet& tls, const at::Tensor& out,
+                             const Inputs&... inputs) {
   // included_ holds the keys every thread includes (BackendSelect,
   // ADInplaceOrView) besides those a mode or transform adds.
-  if (at::hasCallbacks() || !(c10::impl::tls_local_dispatch_key_set().included_ - c10::default_included_set).empty())
-    return false;
+  if (at::hasCallbacks() || !(tls.included_ - c10::default_included_set).empty()) return false;
   const bool grad_mode = c10::GradMode::is_enabled();
   if (!(plain_flagos_tensor(inputs, grad_mode) && ...) || !plain_flagos_tensor(out, grad_mode)) return false;
-  return !in_place_or_view_runs() || !out.is_inference();
+  return !in_place_or_view_runs(tls) || !out.is_inference();
 }
 
-// An out= op called as compiled code calls it: Direct<Op> itself where the
-// dispatcher would only pass the call down, then what ADInplaceOrView does
-// to `out` where it runs; otherwise the full dispatch. `args` are the op's
-// arguments before out=.
 // Whether flagos's kernels of the compiled matmuls are still the dispatcher's
 // (compiled_matmul_kernels_unchanged), and how many calls took the full
 // dispatch.
 std::atomic<bool> matmul_kernels_unchanged{true};
 std::atomic<int64_t> full_dispatches{0};
 
+// An out= op called as compiled code calls it: Direct<Op> itself where the
+// dispatcher would only pass the call down, then what ADInplaceOrView does
+// to `out` where it runs; otherwise the full dispatch. `args` are the op's
+// arguments before out=.
 template <class Op, class... Args>
 void call_out(at::Tensor& out, const Args&... args) {
+  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
   if (!registered<Op>() || !matmul_kernels_unchanged.load(std::memory_order_relaxed) ||
-      !dispatch_passes_through(out, args...)) {
+      !dispatch_passes_through(tls, out, args...)) {
     full_dispatches.fetch_add(1, std::memory_order_relaxed);
     Op::call(args..., out);
     return;
   }
   Direct<Op>::call(args..., out);
-  if (in_place_or_view_runs()) out.unsafeGetTensorImpl()->bump_version();
+  if (in_place_or_view_runs(tls)) out.unsafeGetTensorImpl()->bump_version();
 }
 
 }  // namespace
