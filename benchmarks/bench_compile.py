@@ -136,6 +136,13 @@ def attempt(errors, step, fn):
 # --- devices and timing ---
 
 
+def load_flagos_if_named(devices) -> None:
+    """Loads torch_fl where ``devices`` name a flagos one, before torch.device("flagos") can parse: torch's
+    entry point only arms flagos by default."""
+    if any(device.startswith("flagos") for device in devices):
+        import torch_fl  # noqa: F401
+
+
 def device_function(device, name):
     """torch.<device type>.<name> (torch.cuda.synchronize, torch.flagos.Event ...), or None where missing."""
     try:
@@ -1005,9 +1012,7 @@ def parse_args(argv=None):
     unknown = [name for name in args.workloads or [] if name not in WORKLOADS]
     if unknown:
         parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
-    if any(device.startswith("flagos") for device in args.devices):
-        # Before torch.device("flagos") can parse; torch autoloads it too unless TORCH_DEVICE_BACKEND_AUTOLOAD=0.
-        import torch_fl  # noqa: F401
+    load_flagos_if_named(args.devices)
     for device in args.devices:
         try:
             torch.device(device)

@@ -23,7 +23,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_compile import KINDS as MODES
-from bench_compile import input_on, synchronize
+from bench_compile import input_on, load_flagos_if_named, synchronize
 from bench_models import WORKLOADS, build_workload
 
 TOP = 12
@@ -137,9 +137,7 @@ def main():
     unknown = set(args.modes.split(",")) - set(MODES)
     if unknown:
         parser.error(f"--modes: unknown {', '.join(sorted(unknown))}; choose from {', '.join(MODES)}")
-    if any(device.startswith("flagos") for device in args.devices.split(",")):
-        # Before torch.device("flagos") can parse: torch's entry point only arms flagos by default.
-        import torch_fl  # noqa: F401
+    load_flagos_if_named(args.devices.split(","))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     text, rows = "", {}
     for name in args.workloads.split(","):

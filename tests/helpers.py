@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -47,3 +49,19 @@ def import_conformance(name: str) -> ModuleType:
         return importlib.import_module(name)
     finally:
         sys.path.remove(str(CONFORMANCE))
+
+
+@contextlib.contextmanager
+def kernel_over_flagos(op: str, kernel: Callable) -> Iterator[None]:
+    """``kernel`` registered for ``aten::<op>`` on PrivateUse1, over flagos's own, for the block;
+    flagos's kernel is the dispatcher's again after it."""
+    import torch
+
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns that the kernel overrides flagos's
+            library.impl(op, kernel, "PrivateUse1")
+        yield
+    finally:
+        library._destroy()

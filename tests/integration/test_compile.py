@@ -7,6 +7,7 @@ import torch
 from torch._dynamo.utils import counters
 
 import torch_fl.compile
+from tests.helpers import kernel_over_flagos
 from tests.requirements import accelerator
 
 # The wrapper's entry point: `def call(args)` (2.11) or a method `def call(self, args)` (2.13).
@@ -170,21 +171,13 @@ def test_compiled_matmuls_call_flagos_directly_and_show_in_the_profiler(
 def test_compiled_code_runs_a_kernel_registered_over_flagos_matmul(fresh_inductor_cache, flagos_device, kernel_sources):
     # compiled code calls flagos's matmul kernel directly only while it is the dispatcher's; a
     # wrapper generated (or taken from the cache) after another kernel was registered calls torch.mm.
-    import warnings
-
     def f(x, w):
         return torch.relu(x @ w)
 
     x, w = torch.randn(8, 32, device=flagos_device), torch.randn(32, 64, device=flagos_device)
-    library = torch.library.Library("aten", "IMPL")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch warns that the kernel overrides flagos's
-            library.impl("mm.out", lambda self, mat2, out: out.fill_(7.0), "PrivateUse1")
+    with kernel_over_flagos("mm.out", lambda self, mat2, out: out.fill_(7.0)):
         torch._dynamo.reset()
         assert torch.equal(torch.compile(f)(x, w).cpu(), torch.full((8, 64), 7.0))
-    finally:
-        library._destroy()
     torch._dynamo.reset()
     torch.testing.assert_close(torch.compile(f)(x, w).cpu(), f(x.cpu(), w.cpu()))
     bodies = [CALL.split(src)[-1].split("def get_args")[0] for src in kernel_sources() if CALL.search(src)]

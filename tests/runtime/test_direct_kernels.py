@@ -11,6 +11,7 @@ import torch
 from torch.library import opcheck
 
 import torch_fl
+from tests.helpers import kernel_over_flagos
 from tests.requirements import accelerator, two_devices
 
 COMPUTE_DEVICE = {"host": "cpu", "cuda": "cuda"}[accelerator]
@@ -428,21 +429,13 @@ def test_compiled_codes_matmul_entry_skips_the_dispatcher_only_where_it_would_pa
 
 
 def test_a_kernel_registered_over_flagos_matmul_runs_in_compiled_codes_entry():
-    import warnings
-
     a, b = _randn(4, 3).to("flagos"), _randn(3, 5).to("flagos")
     out = torch.empty(4, 5, device="flagos")
     assert torch_fl._C._compiled_matmul_kernels_unchanged()
-    library = torch.library.Library("aten", "IMPL")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch warns that the kernel overrides flagos's
-            library.impl("mm.out", lambda self, mat2, out: out.fill_(7.0), "PrivateUse1")
+    with kernel_over_flagos("mm.out", lambda self, mat2, out: out.fill_(7.0)):
         assert not torch_fl._C._compiled_matmul_kernels_unchanged(), "the dispatcher holds another kernel"
         torch_fl._C._compiled_mm(a, b, out=out)
         assert torch.equal(out.cpu(), torch.full((4, 5), 7.0))
-    finally:
-        library._destroy()
     assert torch_fl._C._compiled_matmul_kernels_unchanged(), "flagos's kernel is the dispatcher's again"
     torch_fl._C._compiled_mm(a, b, out=out)
     assert torch.equal(out.cpu(), _on_compute_device(torch.mm, _randn(4, 3), _randn(3, 5)))

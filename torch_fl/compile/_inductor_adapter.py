@@ -422,9 +422,10 @@ def register_backend_for_device(
     and wrapper codegen classes inductor uses for a device type, and its ``device_custom_pass``,
     a graph pass run on the device's graphs whose ``uuid()`` goes into every FX graph cache key
     (codecache.py ``FxGraphHashDetails.custom_backend_passes``). Given ``cache_identity``, the
-    pass changes nothing and its uuid is what that function returns, asked per key: cached graphs
-    compiled under another identity are not reused. Every device's pass is in every key, so cuda graphs cached by a
-    process without torch_fl are compiled once more in one with it. Checked on 2.11-2.13."""
+    pass changes nothing and its uuid is what that function returns, asked per key: cached
+    graphs compiled under another identity are not reused. Every device's pass is in every key,
+    so cuda graphs cached by a process without torch_fl are compiled once more in one with it.
+    Checked on 2.11-2.13."""
     from torch._inductor.codegen.common import register_backend_for_device as register
 
     if cache_identity is None:
