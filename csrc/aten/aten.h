@@ -73,17 +73,33 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 [[noreturn]] void raise_unsupported(std::string_view op, c10::DeviceIndex index, const c10::NotImplementedError& e);
 
 // ---- compute overrides (fallback.cpp): ops the plain fallback does not serve as they are ----
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                       c10::IntArrayRef output_padding, int64_t groups);
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                                     c10::IntArrayRef output_padding, int64_t groups);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::OptionalIntArrayRef bias_sizes, c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+    bool transposed, c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask);
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p, std::optional<bool> train);
-void native_batch_norm_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-void native_batch_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(const at::Tensor& input,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias,
+                                                                 const std::optional<at::Tensor>& running_mean,
+                                                                 const std::optional<at::Tensor>& running_var,
+                                                                 bool training, double momentum, double eps);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask);
 void native_group_norm_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 void native_group_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 

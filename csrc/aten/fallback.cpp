@@ -12,11 +12,16 @@
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/native_batch_norm.h>
+#include <ATen/ops/native_batch_norm_backward.h>
 #include <ATen/ops/ones_like.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../runtime/generator.h"
@@ -139,43 +144,6 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 // ---------------------------------------------------------------- boxed per-op adjustments
 
-// Batch norm: the compute device's kernel computes, then the results take the
-// shapes and strides that fake tensors (torch/_decomp's native_batch_norm and
-// its backward for a non-CPU device) predict: the output and grad_input laid
-// out like the input (a transposed input stays transposed; the CPU kernels
-// return them contiguous), and C-element save_mean/save_invstd in eval mode
-// (the CPU kernel returns 0 elements).
-namespace {
-void lay_out_like(torch::jit::Stack* stack, size_t index, const at::Tensor& input) {
-  const at::Tensor result = (*stack)[index].toTensor();
-  if (!result.defined() || result.strides() == input.strides() || !input.is_non_overlapping_and_dense()) return;
-  at::Tensor like = at::empty_like(input);
-  like.copy_(result);
-  (*stack)[index] = like;
-}
-}  // namespace
-
-void native_batch_norm_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t first = stack->size() - op.schema().arguments().size();
-  const at::Tensor input = (*stack)[first].toTensor();
-  const bool training = (*stack)[first + 5].toBool();
-  flagos_fallback(op, stack);
-  const size_t results = stack->size() - 3;
-  lay_out_like(stack, results, input);
-  const int64_t channels = input.dim() > 1 ? input.size(1) : 1;
-  for (size_t i = results + 1; i < stack->size(); ++i) {
-    at::Tensor saved = (*stack)[i].toTensor();
-    if (!training && saved.numel() == 0 && channels > 0) (*stack)[i] = at::empty({channels}, saved.options());
-  }
-}
-
-void native_batch_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const size_t first = stack->size() - op.schema().arguments().size();
-  const at::Tensor input = (*stack)[first + 1].toTensor();
-  flagos_fallback(op, stack);
-  lay_out_like(stack, stack->size() - 3, input);
-}
-
 // native_group_norm(_backward) have a CompositeExplicitAutograd math kernel
 // that a backend without its own kernel gets; it views its input as
 // contiguous and fails on channels_last, where the compute device's kernel
@@ -209,9 +177,58 @@ void native_group_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit:
 
 namespace {
 
+// One call of a compute override that runs one compute-device op, unboxed:
+// what direct_kernels.cpp's kernels do for their ops. The flagos device is
+// made current only where it is not (a DeviceGuard queries the device on
+// every exit), its stream is the compute device's current one, and arguments
+// take the views kept for their memory (compute_views.h): a model's weights
+// and the outputs of the op before.
+class OverrideCall {
+ public:
+  OverrideCall(std::string_view op, std::initializer_list<const at::Tensor*> tensors) : aliases(op), op_(op) {
+    for (const at::Tensor* t : tensors)
+      if (is_flagos(*t)) aliases.note_device(t->device().index());
+    const c10::DeviceIndex index = aliases.index();
+    check_index(index);
+    if (index != current_device()) guard_.emplace(c10::Device(kDeviceType, index));
+    stream_.emplace(index);
+    aliases.reuse_kept_views();
+  }
+
+  // The compute-device tensor for an argument the op only reads.
+  at::Tensor read(const at::Tensor& t) { return aliases.to_compute(t, /*written=*/false); }
+  at::Tensor read(const std::optional<at::Tensor>& t) { return t && t->defined() ? read(*t) : at::Tensor(); }
+
+  // Runs the compute device's op; its "not implemented" names flagos's op and device.
+  template <class Kernel>
+  auto run(const Kernel& kernel) {
+    try {
+      return kernel();
+    } catch (const c10::NotImplementedError& e) {
+      raise_unsupported(op_, aliases.index(), e);
+    }
+  }
+
+  Aliases aliases;
+
+ private:
+  std::string_view op_;
+  std::optional<c10::DeviceGuard> guard_;
+  std::optional<ComputeStreamGuard> stream_;
+};
+
+const at::Tensor& or_undefined(const std::optional<at::Tensor>& t) {
+  static const at::Tensor undefined;
+  return t ? *t : undefined;
+}
+
 // Convolution: for a device outside CPU/CUDA/MKLDNN, aten::_convolution
-// routes to the *_overrideable ops, whose default kernels only raise. Here they
-// run the compute device's own convolution on views of the same memory.
+// routes to the *_overrideable ops, whose default kernels only raise. flagos
+// has kernels for those, and for aten::convolution and
+// aten::convolution_backward themselves: they run the compute device's own
+// convolution on views of the same memory. The latter two spare a call the
+// first pass of aten's convolution front end (checks, backend selection),
+// which the compute device's convolution runs again.
 //
 // Strides: fake tensors (what inductor plans with) predict a convolution's
 // output layout with _determine_backend_memory_format(input, weight,
@@ -219,10 +236,6 @@ namespace {
 // device may choose otherwise (the CPU keeps channels_last), which is the
 // known convolution stride-mismatch bug; so results are laid out in the format
 // that same function names for Overrideable.
-at::Tensor adopt_result(const at::Tensor& r, c10::DeviceIndex index) {
-  if (!r.defined()) return r;
-  return tensor_over(adopted_storage(r.storage(), index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), r);
-}
 
 // The layout the fake convolution predicts (torch_fl.compile._inductor_adapter,
 // conv_layout_of_compute_device): cuDNN's suggestion on the cuda accelerator,
@@ -240,46 +253,107 @@ at::Tensor in_format(const at::Tensor& t, at::MemoryFormat format) {
   return t.defined() && !t.is_contiguous(format) ? t.contiguous(format) : t;
 }
 
-std::optional<at::Tensor> as_compute_opt(const std::optional<at::Tensor>& t) {
-  return t && t->defined() ? std::optional<at::Tensor>(as_compute(*t)) : std::nullopt;
-}
-
-void check_same_device(const char* op, const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(a.device() == b.device(), "flagos: ", op, " got tensors on ", a.device(), " and ", b.device(),
-              "; all tensors of one op must be on the same device. Move them with .to() first.");
-}
-
 }  // namespace
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+                       c10::IntArrayRef output_padding, int64_t groups) {
+  OverrideCall call("aten::convolution", {&input, &weight, &or_undefined(bias)});
+  at::Tensor out = call.run([&] {
+    return at::convolution(call.read(input), call.read(weight), call.read(bias), stride, padding, dilation, transposed,
+                           output_padding, groups);
+  });
+  return call.aliases.to_flagos(in_format(out, predicted_conv_format(input, weight)));
+}
 
 at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
                                     const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
                                     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
                                     c10::IntArrayRef output_padding, int64_t groups) {
-  check_same_device("aten::convolution", input, weight);
-  if (bias && bias->defined()) check_same_device("aten::convolution", input, *bias);
-  c10::DeviceGuard guard(input.device());
-  ComputeStreamGuard on_flagos_stream(input.device().index());
-  at::Tensor out = at::convolution(as_compute(input), as_compute(weight), as_compute_opt(bias), stride, padding,
-                                   dilation, transposed, output_padding, groups);
-  return adopt_result(in_format(out, predicted_conv_format(input, weight)), input.device().index());
+  return flagos::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::OptionalIntArrayRef bias_sizes, c10::IntArrayRef stride, c10::IntArrayRef padding, c10::IntArrayRef dilation,
+    bool transposed, c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  OverrideCall call("aten::convolution_backward", {&grad_output, &input, &weight});
+  auto [gi, gw, gb] = call.run([&] {
+    return at::convolution_backward(call.read(grad_output), call.read(input), call.read(weight), bias_sizes, stride,
+                                    padding, dilation, transposed, output_padding, groups, output_mask);
+  });
+  const at::MemoryFormat format = predicted_conv_format(input, weight);
+  return {call.aliases.to_flagos(in_format(gi, format)), call.aliases.to_flagos(in_format(gw, format)),
+          call.aliases.to_flagos(gb)};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward_overrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::IntArrayRef stride,
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed, c10::IntArrayRef output_padding,
     int64_t groups, std::array<bool, 3> output_mask) {
-  check_same_device("aten::convolution_backward", grad_output, input);
-  check_same_device("aten::convolution_backward", input, weight);
-  c10::DeviceGuard guard(input.device());
-  ComputeStreamGuard on_flagos_stream(input.device().index());
-  std::vector<int64_t> bias_sizes{transposed ? weight.size(1) * groups : weight.size(0)};
-  auto [gi, gw, gb] =
-      at::convolution_backward(as_compute(grad_output), as_compute(input), as_compute(weight), bias_sizes, stride,
-                               padding, dilation, transposed, output_padding, groups, output_mask);
-  c10::DeviceIndex index = input.device().index();
-  at::MemoryFormat format = predicted_conv_format(input, weight);
-  return {adopt_result(in_format(gi, format), index), adopt_result(in_format(gw, format), index),
-          adopt_result(gb, index)};
+  const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
+  return flagos::convolution_backward(grad_output, input, weight, c10::IntArrayRef(bias_size), stride, padding,
+                                      dilation, transposed, output_padding, groups, output_mask);
+}
+
+// Batch norm: the compute device's kernel computes, then the results take the
+// shapes and strides that fake tensors (torch/_decomp's native_batch_norm and
+// its backward for a non-CPU device) predict: the output and grad_input laid
+// out like the input (a transposed input stays transposed; the CPU kernels
+// return them contiguous), and C-element save_mean/save_invstd in eval mode
+// (the CPU kernel returns 0 elements). Training updates the running
+// statistics in place: they are the written arguments.
+namespace {
+at::Tensor laid_out_like(const at::Tensor& result, const at::Tensor& input) {
+  if (!result.defined() || result.strides() == input.strides() || !input.is_non_overlapping_and_dense()) return result;
+  return at::empty_strided(input.sizes(), input.strides(), result.options()).copy_(result);
+}
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm(const at::Tensor& input,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias,
+                                                                 const std::optional<at::Tensor>& running_mean,
+                                                                 const std::optional<at::Tensor>& running_var,
+                                                                 bool training, double momentum, double eps) {
+  OverrideCall call("aten::native_batch_norm", {&input, &or_undefined(weight), &or_undefined(bias),
+                                                &or_undefined(running_mean), &or_undefined(running_var)});
+  if (training) {
+    call.aliases.mark_written(or_undefined(running_mean));
+    call.aliases.mark_written(or_undefined(running_var));
+  }
+  auto statistic = [&](const std::optional<at::Tensor>& t) {
+    return training && t && t->defined() ? call.aliases.to_compute(*t) : call.read(t);
+  };
+  at::Tensor mean = statistic(running_mean), var = statistic(running_var);
+  auto [out, save_mean, save_invstd] = call.run([&] {
+    return at::native_batch_norm(call.read(input), call.read(weight), call.read(bias), mean, var, training, momentum,
+                                 eps);
+  });
+  for (const at::Tensor& stat : {mean, var})
+    if (training && stat.defined()) call.aliases.write_back(stat);
+  const int64_t channels = input.dim() > 1 ? input.size(1) : 1;
+  for (at::Tensor* saved : {&save_mean, &save_invstd})
+    if (!training && saved->numel() == 0 && channels > 0) *saved = at::empty({channels}, saved->options());
+  return {call.aliases.to_flagos(laid_out_like(out, input)), call.aliases.to_flagos(save_mean),
+          call.aliases.to_flagos(save_invstd)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_batch_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> output_mask) {
+  OverrideCall call("aten::native_batch_norm_backward",
+                    {&grad_out, &input, &or_undefined(weight), &or_undefined(running_mean), &or_undefined(running_var),
+                     &or_undefined(save_mean), &or_undefined(save_invstd)});
+  auto [grad_input, grad_weight, grad_bias] = call.run([&] {
+    return at::native_batch_norm_backward(call.read(grad_out), call.read(input), call.read(weight),
+                                          call.read(running_mean), call.read(running_var), call.read(save_mean),
+                                          call.read(save_invstd), train, eps, output_mask);
+  });
+  return {call.aliases.to_flagos(laid_out_like(grad_input, input)), call.aliases.to_flagos(grad_weight),
+          call.aliases.to_flagos(grad_bias)};
 }
 
 // Dropout: the compute device's kernel draws its mask from the compute

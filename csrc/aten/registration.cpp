@@ -42,9 +42,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("record_stream", record_stream_op);
+  m.impl("convolution", convolution);
   m.impl("convolution_overrideable", convolution_overrideable);
-  m.impl("native_dropout", native_dropout);
+  m.impl("convolution_backward", convolution_backward);
   m.impl("convolution_backward_overrideable", convolution_backward_overrideable);
+  m.impl("native_dropout", native_dropout);
+  m.impl("native_batch_norm", native_batch_norm);
+  m.impl("native_batch_norm_backward", native_batch_norm_backward);
 }
 
 // Ops whose CompositeExplicitAutogradNonFunctional kernel (empty output + the
@@ -52,14 +56,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 // meta treats the 0-dim reduced output as elementwise and warns "An output
 // with one or more elements was resized". Send them straight to the compute
 // device's functional kernel instead.
-// Batch norm and group norm: the fallback, with the layouts that fake tensors
-// predict (fallback.cpp).
+// Group norm: the fallback, with the layouts that fake tensors predict
+// (fallback.cpp).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>());
   m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&native_group_norm_boxed>());
   m.impl("native_group_norm_backward", torch::CppFunction::makeFromBoxedFunction<&native_group_norm_backward_boxed>());
-  m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_boxed>());
-  m.impl("native_batch_norm_backward", torch::CppFunction::makeFromBoxedFunction<&native_batch_norm_backward_boxed>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&flagos_fallback>()); }

@@ -233,6 +233,28 @@ def test_arguments_read_again_take_the_views_kept_for_their_memory():
     assert reuses_during(lambda: torch.relu(weight)) == (0, 1), "this thread's kept view"
 
 
+# layer -> (the module, how many of its tensors the kernel reads besides the input)
+LAYERS = {
+    "conv2d": (lambda: torch.nn.Conv2d(4, 4, 3), 2),  # weight, bias
+    "batch_norm": (lambda: torch.nn.BatchNorm2d(4).eval(), 4),  # weight, bias, running mean and variance
+}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_layers_read_the_previous_output_and_their_weights_through_kept_views(layer):
+    # Like the unboxed kernels, flagos's convolution and batch norm kernels (csrc/aten/fallback.cpp)
+    # take the views kept for their arguments' memory: in a model's forward, the op before's output
+    # and the layer's weights.
+    make, weights = LAYERS[layer]
+    module = make().to("flagos")
+    output = torch.relu(_randn(1, 4, 6, 6).to("flagos"))
+    module(output)  # the first read makes this thread's views of the weights
+    before = torch_fl._C._compute_view_reuses()
+    module(output)
+    reuses = tuple(after - b for after, b in zip(torch_fl._C._compute_view_reuses(), before, strict=True))
+    assert reuses == (1, weights), "(the tensor kept with the output, this thread's kept views)"
+
+
 def test_a_kept_output_written_in_place_is_read_with_its_new_values():
     r = torch.relu(_randn(5).to("flagos"))
     r.mul_(r)

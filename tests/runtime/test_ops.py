@@ -251,26 +251,71 @@ def _layer_norm():
     with torch.no_grad():
         module.weight.normal_()
         module.bias.normal_()
-    return module, lambda m, x: m(x)
+    return module, lambda m, x: m(x), (2, 17, 64)
 
 
 def _multi_head_attention():
     # The inference fast path (_native_multi_head_attention), self-attention.
-    return torch.nn.MultiheadAttention(64, 4, batch_first=True), lambda m, x: m(x, x, x, need_weights=False)[0]
+    module = torch.nn.MultiheadAttention(64, 4, batch_first=True)
+    return module, lambda m, x: m(x, x, x, need_weights=False)[0], (2, 17, 64)
+
+
+def _conv_block():
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    with torch.no_grad():
+        module[1].running_mean.normal_()
+        module[1].running_var.uniform_(0.5, 2.0)
+    return module, lambda m, x: m(x), (2, 3, 9, 9)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("make", [_layer_norm, _multi_head_attention], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("make", [_layer_norm, _multi_head_attention, _conv_block], ids=lambda f: f.__name__.strip("_"))
 def test_eager_flagos_computes_exactly_what_its_compute_device_computes(make, dtype):
     # Not a decomposition of the op: the compute device's own kernel, bit for bit.
     torch.manual_seed(0)
-    module, call = make()
+    module, call, shape = make()
     module.eval().to(dtype)
-    x = torch.randn(2, 17, 64, dtype=dtype)
+    x = torch.randn(*shape, dtype=dtype)
     with torch.inference_mode():
         expected = call(module.to(COMPUTE_DEVICE), x.to(COMPUTE_DEVICE)).cpu()
         got = call(module.to("flagos"), x.to("flagos")).cpu()
     assert torch.equal(got, expected), f"max difference {(got.float() - expected.float()).abs().max()}"
+
+
+def test_batch_norm_in_training_updates_its_running_statistics_like_the_compute_device():
+    def train_steps(device):
+        torch.manual_seed(0)
+        norm = torch.nn.BatchNorm2d(4, momentum=0.3).to(device)
+        for step in range(3):
+            norm(torch.randn(2, 4, 5, 5).mul(step + 1).to(device)).sum().backward()
+        return norm.running_mean.cpu(), norm.running_var.cpu(), norm.num_batches_tracked.cpu()
+
+    expected = train_steps(COMPUTE_DEVICE)
+    assert not torch.equal(expected[0], torch.zeros(4)), "the steps must move the statistics"
+    for got, want in zip(train_steps("flagos"), expected, strict=True):
+        assert torch.equal(got, want)
+
+
+def test_a_convolution_passes_atens_convolution_front_end_once():
+    # flagos's own kernel for aten::convolution runs the compute device's convolution directly;
+    # through aten's composite kernel, the front end (checks, backend selection) ran once for the
+    # flagos tensors and again in the compute device's convolution: host time on every call.
+    conv = torch.nn.Conv2d(3, 4, 3).to("flagos")
+    x = torch.randn(1, 3, 6, 6, device="flagos")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        conv(x)
+    names = [event.name for event in profile.events()]
+    assert names.count("aten::_convolution") == 1, names
+    assert "aten::convolution_overrideable" not in names, names
+
+
+def test_a_direct_call_of_the_private_convolution_still_computes():
+    # aten::_convolution (TorchScript and older exports call it) reaches flagos's overrideable kernels.
+    x, w, b = _inputs(0, (2, 3, 7, 7), (4, 3, 3, 3), (4,))
+    args = ([1, 1], [1, 1], [1, 1], False, [0, 0], 1, False, False, True, True)
+    expected = torch._convolution(x, w, b, *args)
+    got = torch._convolution(x.to("flagos"), w.to("flagos"), b.to("flagos"), *args)
+    torch.testing.assert_close(got.cpu(), expected)
 
 
 @host_only
