@@ -13,6 +13,7 @@
 // does not change, only how it is called.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_native_multi_head_attention_ops.h>
 #include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
@@ -21,9 +22,12 @@
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/fill_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/index_select_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/neg_ops.h>
 #include <ATen/ops/pow_ops.h>
 #include <ATen/ops/relu_ops.h>
@@ -70,6 +74,10 @@ void note(Aliases& aliases, const at::ITensorListRef& list) {
   for (const at::Tensor& t : list) note(aliases, t);
 }
 
+void note(Aliases& aliases, const std::optional<at::Tensor>& t) {
+  if (t) note(aliases, *t);
+}
+
 // ---- arguments: which ones the kernel writes (in-place self, out=)
 
 template <class T>
@@ -101,6 +109,15 @@ struct Convert<at::Tensor&> {  // written: in-place self, out=
   using Held = at::Tensor;
   static Held hold(Aliases& aliases, at::Tensor& t) { return aliases.to_compute(t); }
   static at::Tensor& pass(Held& held) { return held; }
+};
+
+template <>
+struct Convert<const std::optional<at::Tensor>&> {  // read: layer norm's weight and bias, a mask
+  using Held = std::optional<at::Tensor>;
+  static Held hold(Aliases& aliases, const std::optional<at::Tensor>& t) {
+    return t && t->defined() ? Held(aliases.to_compute(*t, /*written=*/false)) : t;
+  }
+  static const std::optional<at::Tensor>& pass(Held& held) { return held; }
 };
 
 template <>
@@ -136,6 +153,13 @@ struct Back;
 template <>
 struct Back<at::Tensor> {
   static at::Tensor map(Aliases& aliases, const at::Tensor& r) { return aliases.to_flagos(r); }
+};
+
+template <class... Tensors>
+struct Back<std::tuple<Tensors...>> {  // layer norm's output, mean and rstd; attention's two
+  static std::tuple<Tensors...> map(Aliases& aliases, const std::tuple<Tensors...>& r) {
+    return std::apply([&](const auto&... t) { return std::tuple<Tensors...>(aliases.to_flagos(t)...); }, r);
+  }
 };
 
 // ---- the kernel
@@ -250,6 +274,8 @@ std::vector<DirectKernel> direct_kernels() {
       direct<ops::tanh_out>(),   direct<ops::relu>(),           direct<ops::cat>(),
       direct<ops::cat_out>(),    direct<ops::where_self>(),     direct<ops::where_self_out>(),
       direct<ops::fill__Scalar>(), direct<ops::_softmax>(),     direct<ops::_softmax_out>(),
+      direct<ops::gelu>(),       direct<ops::gelu_out>(),       direct<ops::native_layer_norm>(),
+      direct<ops::index_select>(), direct<ops::index_select_out>(), direct<ops::_native_multi_head_attention>(),
   };
   // clang-format on
 }
