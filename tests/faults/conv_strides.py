@@ -7,8 +7,8 @@ produced (channels_last kept where fake tensors predict contiguous, or the rever
 inductor's stride assertions and its layout optimisation for every conv graph.
 
 Patched (torch.library, the registry a vendor's kernels use), forward only:
-- flagos: ``aten::convolution_overrideable`` for PrivateUse1 runs the CPU convolution and
-  returns its layout unchanged (the layout fix removed);
+- flagos: ``aten::convolution`` for PrivateUse1 (flagos's own convolution kernel) runs the
+  CPU convolution and returns its layout unchanged (the layout fix removed);
 - cpu: ``aten::convolution`` for CPU returns a contiguous result where the CPU's own
   fake kernel predicts channels_last.
 """
@@ -59,7 +59,7 @@ def _patch(device: Any) -> None:
         if device.type == "cpu":
             library.impl("convolution", _always_contiguous, "CPU")
         else:
-            library.impl("convolution_overrideable", _compute_library_layout, "PrivateUse1")
+            library.impl("convolution", _compute_library_layout, "PrivateUse1")
     _libraries.append(library)
 
 
