@@ -232,19 +232,22 @@ def test_an_out_argument_resized_over_read_memory_moves_it_as_on_the_compute_dev
     assert read.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
 
 
+def _reuses_during(call):
+    """(arguments that took the tensor kept with an op's output, those that took this thread's kept
+    view of their address) during call()."""
+    before = torch_fl._C._compute_view_reuses()
+    call()
+    return tuple(after - b for after, b in zip(torch_fl._C._compute_view_reuses(), before, strict=True))
+
+
 def test_arguments_read_again_take_the_views_kept_for_their_memory():
     # What the unboxed kernels save per op: no new compute-device tensor for an argument read again.
     # A reuse that stopped happening would change no result, only the host time of every op.
-    def reuses_during(call):
-        before = torch_fl._C._compute_view_reuses()
-        call()
-        return tuple(after - b for after, b in zip(torch_fl._C._compute_view_reuses(), before, strict=True))
-
     output = torch.relu(_randn(8).to("flagos"))  # memory the kernel allocated, its tensor kept with it
     weight = _randn(8).to("flagos")  # flagos's own memory
-    assert reuses_during(lambda: torch.relu(output)) == (1, 0), "the tensor kept with an op's output"
+    assert _reuses_during(lambda: torch.relu(output)) == (1, 0), "the tensor kept with an op's output"
     torch.relu(weight)  # the first read makes this thread's view of the address
-    assert reuses_during(lambda: torch.relu(weight)) == (0, 1), "this thread's kept view"
+    assert _reuses_during(lambda: torch.relu(weight)) == (0, 1), "this thread's kept view"
 
 
 # layer -> (the module, how many of its tensors the kernel reads besides the input)
@@ -263,10 +266,7 @@ def test_layers_read_the_previous_output_and_their_weights_through_kept_views(la
     module = make().to("flagos")
     output = torch.relu(_randn(1, 4, 6, 6).to("flagos"))
     module(output)  # the first read makes this thread's views of the weights
-    before = torch_fl._C._compute_view_reuses()
-    module(output)
-    reuses = tuple(after - b for after, b in zip(torch_fl._C._compute_view_reuses(), before, strict=True))
-    assert reuses == (1, weights), "(the tensor kept with the output, this thread's kept views)"
+    assert _reuses_during(lambda: module(output)) == (1, weights)
 
 
 def test_a_kept_output_written_in_place_is_read_with_its_new_values():
