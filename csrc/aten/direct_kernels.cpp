@@ -39,7 +39,6 @@
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <ATen/record_function.h>
-#include <c10/core/DeviceGuard.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
@@ -174,14 +173,7 @@ struct Direct<Op, Ret(Args...)> {
   static Ret call(Args... args) {
     Aliases aliases(Op::name);
     (note(aliases, args), ...);
-    const c10::DeviceIndex index = aliases.index();
-    check_index(index);
-    // Switched only when needed: a DeviceGuard sets the device back on every
-    // exit, one more device query per op (cudaGetDevice on cuda).
-    std::optional<c10::DeviceGuard> guard;
-    if (index != current_device()) guard.emplace(c10::Device(kDeviceType, index));
-    ComputeStreamGuard on_flagos_stream(index);
-    aliases.reuse_kept_views();
+    OnFlagosDevice on_device(aliases);
     (note_written(aliases, args), ...);
     HeldArgs held{Convert<Args>::hold(aliases, args)...};  // braces: left to right
     return run(aliases, held, std::index_sequence_for<Args...>{}, args...);

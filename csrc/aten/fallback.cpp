@@ -177,23 +177,12 @@ void native_group_norm_backward_boxed(const c10::OperatorHandle& op, torch::jit:
 
 namespace {
 
-// One call of a compute override that runs one compute-device op, unboxed:
-// what direct_kernels.cpp's kernels do for their ops. The flagos device is
-// made current only where it is not (a DeviceGuard queries the device on
-// every exit), its stream is the compute device's current one, and arguments
-// take the views kept for their memory (compute_views.h): a model's weights
-// and the outputs of the op before.
+// One call of a compute override that runs one compute-device op, unboxed,
+// set up as direct_kernels.cpp's kernels are (OnFlagosDevice).
 class OverrideCall {
  public:
-  OverrideCall(std::string_view op, std::initializer_list<const at::Tensor*> tensors) : aliases(op), op_(op) {
-    for (const at::Tensor* t : tensors)
-      if (is_flagos(*t)) aliases.note_device(t->device().index());
-    const c10::DeviceIndex index = aliases.index();
-    check_index(index);
-    if (index != current_device()) guard_.emplace(c10::Device(kDeviceType, index));
-    stream_.emplace(index);
-    aliases.reuse_kept_views();
-  }
+  OverrideCall(std::string_view op, std::initializer_list<const at::Tensor*> tensors)
+      : aliases(noting_devices(op, tensors)), on_device_(aliases), op_(op) {}
 
   // The compute-device tensor for an argument the op only reads.
   at::Tensor read(const at::Tensor& t) { return aliases.to_compute(t, /*written=*/false); }
@@ -212,9 +201,15 @@ class OverrideCall {
   Aliases aliases;
 
  private:
+  static Aliases noting_devices(std::string_view op, std::initializer_list<const at::Tensor*> tensors) {
+    Aliases aliases(op);
+    for (const at::Tensor* t : tensors)
+      if (is_flagos(*t)) aliases.note_device(t->device().index());
+    return aliases;
+  }
+
+  OnFlagosDevice on_device_;
   std::string_view op_;
-  std::optional<c10::DeviceGuard> guard_;
-  std::optional<ComputeStreamGuard> stream_;
 };
 
 const at::Tensor& or_undefined(const std::optional<at::Tensor>& t) {
