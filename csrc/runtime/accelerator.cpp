@@ -119,8 +119,7 @@ std::atomic<IndexErrorRaiser> index_error_raiser{nullptr};
 
 void set_index_error_raiser(IndexErrorRaiser raiser) { index_error_raiser.store(raiser); }
 
-void check_index(int64_t index) {
-  if (index >= 0 && index < device_count()) return;
+void raise_index_out_of_range(int64_t index) {
   std::string message =
       device_count() > 0
           ? c10::str("flagos:", index, " is out of range: this machine has ", static_cast<int>(device_count()),
