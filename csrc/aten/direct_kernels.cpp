@@ -19,6 +19,7 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/cat_ops.h>
+#include <ATen/ops/cos_ops.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/fill_ops.h>
@@ -34,9 +35,11 @@
 #include <ATen/ops/rsqrt_ops.h>
 #include <ATen/ops/sigmoid_ops.h>
 #include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/tril_ops.h>
 #include <ATen/ops/where_ops.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
@@ -268,6 +271,8 @@ std::vector<DirectKernel> direct_kernels() {
       direct<ops::fill__Scalar>(), direct<ops::_softmax>(),     direct<ops::_softmax_out>(),
       direct<ops::gelu>(),       direct<ops::gelu_out>(),       direct<ops::native_layer_norm>(),
       direct<ops::index_select>(), direct<ops::index_select_out>(), direct<ops::_native_multi_head_attention>(),
+      direct<ops::cos>(),        direct<ops::cos_out>(),        direct<ops::sin>(),
+      direct<ops::sin_out>(),    direct<ops::tril>(),           direct<ops::tril_out>(),
   };
   // clang-format on
 }

@@ -70,6 +70,13 @@ CASES = {
     "aten::tanh": lambda: ((_randn(8),), {}),
     "aten::tanh.out": lambda: ((_randn(8),), {"out": _empty()}),
     "aten::relu": lambda: ((_randn(8),), {}),
+    # Once per Qwen3 forward: the rotary embedding's cos and sin, and the causal mask's tril.
+    "aten::cos": lambda: ((_randn(8),), {}),
+    "aten::cos.out": lambda: ((_randn(8),), {"out": _empty()}),
+    "aten::sin": lambda: ((_randn(8),), {}),
+    "aten::sin.out": lambda: ((_randn(8),), {"out": _empty()}),
+    "aten::tril": lambda: ((_randn(5, 5), -1), {}),
+    "aten::tril.out": lambda: ((_randn(4, 6),), {"out": _empty()}),
     "aten::cat": lambda: (([_randn(3, 2), _randn(1, 2), _randn(2, 2)], 0), {}),
     "aten::cat.out": lambda: (([_randn(3, 2), _randn(3, 4)], 1), {"out": _empty()}),
     "aten::where.self": lambda: ((_randn(6) > 0, _randn(6), _randn(6)), {}),
