@@ -26,6 +26,7 @@
 #include <c10/util/SmallVector.h>
 #include <c10/util/flat_hash_map.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -178,6 +179,13 @@ class Aliases {
 
   // Records the flagos device of one argument; all must agree.
   void note_device(c10::DeviceIndex index);
+  // The same for tensor arguments; tensors of other devices are not recorded.
+  void note_device_of(const at::Tensor& t) {
+    if (is_flagos(t)) note_device(t.device().index());
+  }
+  void note_devices_of(std::initializer_list<const at::Tensor*> tensors) {
+    for (const at::Tensor* t : tensors) note_device_of(*t);
+  }
   // The call's flagos device (the current one when no argument named one).
   c10::DeviceIndex index();
 

@@ -68,9 +68,7 @@ namespace {
 template <class T>
 void note(Aliases&, const T&) {}
 
-void note(Aliases& aliases, const at::Tensor& t) {
-  if (is_flagos(t)) aliases.note_device(t.device().index());
-}
+void note(Aliases& aliases, const at::Tensor& t) { aliases.note_device_of(t); }
 
 void note(Aliases& aliases, const at::ITensorListRef& list) {
   for (const at::Tensor& t : list) note(aliases, t);

@@ -64,13 +64,12 @@ void flagos_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (size_t i = 0; i < num_args; ++i) {
     const c10::IValue& v = (*stack)[first + i];
     if (v.isTensor()) {
-      if (is_flagos(v.toTensor())) aliases.note_device(v.toTensor().device().index());
+      aliases.note_device_of(v.toTensor());
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList())
-        if (is_flagos(t)) aliases.note_device(t.device().index());
+      for (const at::Tensor& t : v.toTensorList()) aliases.note_device_of(t);
     } else if (v.isOptionalTensorList()) {
       for (const std::optional<at::Tensor>& t : v.toOptionalTensorList())
-        if (t && is_flagos(*t)) aliases.note_device(t->device().index());
+        if (t) aliases.note_device_of(*t);
     } else if (v.isDevice() && v.toDevice().type() == kDeviceType) {
       aliases.note_device(index_or_current(v.toDevice()));
     }
@@ -203,8 +202,7 @@ class OverrideCall {
  private:
   static Aliases noting_devices(std::string_view op, std::initializer_list<const at::Tensor*> tensors) {
     Aliases aliases(op);
-    for (const at::Tensor* t : tensors)
-      if (is_flagos(*t)) aliases.note_device(t->device().index());
+    aliases.note_devices_of(tensors);
     return aliases;
   }
 

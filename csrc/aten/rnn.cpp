@@ -29,11 +29,6 @@ at::Tensor view_or_undefined(Aliases& aliases, const std::optional<at::Tensor>& 
   return t && t->defined() ? aliases.to_compute(*t) : at::Tensor();
 }
 
-void note_all(Aliases& aliases, std::initializer_list<const at::Tensor*> tensors) {
-  for (const at::Tensor* t : tensors)
-    if (t->defined() && is_flagos(*t)) aliases.note_device(t->device().index());
-}
-
 // Gates [B, k*H] with both biases added, in float32 or wider (as CUDA
 // accumulates half and bfloat16 in float).
 at::Tensor summed_gates(const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& input_bias,
@@ -49,7 +44,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(const at::Tensor&
                                                                const std::optional<at::Tensor>& input_bias,
                                                                const std::optional<at::Tensor>& hidden_bias) {
   Aliases aliases("aten::_thnn_fused_lstm_cell");
-  note_all(aliases, {&input_gates, &hidden_gates, &cx});
+  aliases.note_devices_of({&input_gates, &hidden_gates, &cx});
   c10::DeviceGuard guard(c10::Device(kDeviceType, aliases.index()));
   const c10::ScalarType dtype = input_gates.scalar_type();
   at::Tensor gates = summed_gates(aliases.to_compute(input_gates), aliases.to_compute(hidden_gates),
@@ -68,7 +63,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward_impl(
   const bool has_hy = grad_hy_opt && grad_hy_opt->defined(), has_cy = grad_cy_opt && grad_cy_opt->defined();
   if (!has_hy && !has_cy) return {};
   Aliases aliases("aten::_thnn_fused_lstm_cell_backward_impl");
-  note_all(aliases, {&cx, &cy, &workspace});
+  aliases.note_devices_of({&cx, &cy, &workspace});
   c10::DeviceGuard guard(c10::Device(kDeviceType, aliases.index()));
   const c10::ScalarType dtype = workspace.scalar_type();
   const c10::ScalarType acc = at::toOpMathType(dtype);
@@ -93,7 +88,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
                                                   const at::Tensor& hx, const std::optional<at::Tensor>& input_bias,
                                                   const std::optional<at::Tensor>& hidden_bias) {
   Aliases aliases("aten::_thnn_fused_gru_cell");
-  note_all(aliases, {&input_gates, &hidden_gates, &hx});
+  aliases.note_devices_of({&input_gates, &hidden_gates, &hx});
   c10::DeviceGuard guard(c10::Device(kDeviceType, aliases.index()));
   const c10::ScalarType dtype = input_gates.scalar_type();
   const c10::ScalarType acc = at::toOpMathType(dtype);
@@ -118,7 +113,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru_cell_backward(
     const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
   Aliases aliases("aten::_thnn_fused_gru_cell_backward");
-  note_all(aliases, {&grad_hy, &workspace});
+  aliases.note_devices_of({&grad_hy, &workspace});
   c10::DeviceGuard guard(c10::Device(kDeviceType, aliases.index()));
   const c10::ScalarType dtype = grad_hy.scalar_type();
   const c10::ScalarType acc = at::toOpMathType(dtype);
